@@ -1,0 +1,136 @@
+"""One exception hierarchy for everything kafkalog refuses to read or write.
+
+Every error names the file, the byte position (when there is one) and what to do next, so a job
+can report it per partition and go on. Catch ``KafkalogError`` to catch them all.
+"""
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+
+class KafkalogError(Exception):
+    """Base class. ``path`` and ``position`` locate the problem; ``hint`` says what to do."""
+
+    default_hint: str = ""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: Optional[os.PathLike | str] = None,
+        position: Optional[int] = None,
+        hint: Optional[str] = None,
+    ) -> None:
+        self.message = message
+        self.path = None if path is None else os.fspath(path)
+        self.position = position
+        self.hint = self.default_hint if hint is None else hint
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = []
+        if self.path is not None:
+            where.append(self.path)
+        if self.position is not None:
+            where.append(f"byte {self.position}")
+        text = ": ".join(where + [self.message]) if where else self.message
+        if self.hint:
+            text += f" ({self.hint})"
+        return text
+
+    def with_location(self, *, path=None, position=None) -> "KafkalogError":
+        """Fill in a location the raiser did not know (e.g. a buffer decoded before its file)."""
+        if self.path is None and path is not None:
+            self.path = os.fspath(path)
+        if self.position is None and position is not None:
+            self.position = position
+        self.args = (str(self),)
+        return self
+
+
+# --- log data -------------------------------------------------------------------------------
+
+class CorruptRecordError(KafkalogError):
+    """The bytes of a .log (or a record set) are not valid Kafka batches."""
+
+    default_hint = (
+        "the segment is damaged from here on; `kafkalog dump --files FILE` shows the valid "
+        "prefix, and Kafka's recovery would truncate the segment at this position"
+    )
+
+
+class BatchSizeError(CorruptRecordError):
+    """A batch header declares a size below the minimum, or a size past the end of the file."""
+
+
+class TruncatedBatchError(CorruptRecordError):
+    """The file ends inside a batch (a torn write or a partial copy)."""
+
+    default_hint = (
+        "the tail is incomplete, as after a crash or a partial copy; Kafka's recovery drops it. "
+        "Read with on_corrupt='stop' to get the valid prefix"
+    )
+
+
+class CrcMismatchError(CorruptRecordError):
+    """The stored CRC of a batch (CRC-32C) or legacy message (CRC-32) does not match its bytes."""
+
+
+class UnknownMagicError(CorruptRecordError):
+    """The magic byte is not 0, 1 or 2."""
+
+
+class UnknownCodecError(CorruptRecordError):
+    """The attributes name a compression codec Kafka does not define (5-7), or zstd below magic 2."""
+
+
+class DecompressionError(CorruptRecordError):
+    """A compressed payload does not decompress with its codec."""
+
+
+class DecompressedSizeError(CorruptRecordError):
+    """A compressed payload expands beyond what one batch may hold (a decompression bomb)."""
+
+    default_hint = (
+        "raise max_batch_bytes (--max-batch-bytes) if this batch is genuine, otherwise treat "
+        "the segment as corrupt from here"
+    )
+
+
+class InvalidRecordError(CorruptRecordError):
+    """A record inside a batch is malformed (lengths, varints, header counts, record count)."""
+
+
+# --- indexes --------------------------------------------------------------------------------
+
+class CorruptIndexError(KafkalogError):
+    """An .index/.timeindex/.txnindex file is malformed or fails Kafka's sanity check."""
+
+    default_hint = "rebuild the index from its .log (Kafka's recovery does the same)"
+
+
+# --- names, checkpoints, directories ---------------------------------------------------------
+
+class InvalidFileNameError(KafkalogError):
+    """A file or folder name is not one Kafka writes (segment, index, partition folder)."""
+
+    default_hint = "segment files are named <20-digit base offset>.<log|index|timeindex|txnindex>"
+
+
+class CheckpointError(KafkalogError):
+    """A checkpoint or properties file is malformed."""
+
+    default_hint = "Kafka itself would refuse to load this file; restore it from a backup or remove it"
+
+
+class LogDirLockedError(KafkalogError):
+    """A live process (a broker) holds the log dir's .lock."""
+
+    default_hint = "stop the broker that owns this log dir, or work on a copy"
+
+
+class OffsetOverflowError(KafkalogError):
+    """An offset does not fit a segment's 32-bit relative offset."""
+
+    default_hint = "Kafka splits such segments; write the records into a segment with a higher base offset"

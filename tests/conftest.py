@@ -1,0 +1,25 @@
+"""Shared test fixtures: where the real broker-written files live, and skipping without them."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+# ../shared/fixtures/real beside the clone (CI has it; a user's clone does not).
+REAL_FIXTURES = Path(os.environ.get("KAFKALOG_REAL_FIXTURES", REPO.parent / "shared" / "fixtures" / "real"))
+
+
+def real_fixtures_or_skip() -> Path:
+    if not (REAL_FIXTURES / "MANIFEST.tsv").is_file():
+        pytest.skip(
+            f"real Kafka fixtures not found at {REAL_FIXTURES} (they live in ../shared beside the "
+            "project clone; set KAFKALOG_REAL_FIXTURES to point elsewhere)"
+        )
+    return REAL_FIXTURES
+
+
+@pytest.fixture(scope="session")
+def real_fixtures() -> Path:
+    return real_fixtures_or_skip()
