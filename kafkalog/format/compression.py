@@ -1,0 +1,349 @@
+"""Kafka's compression codecs as the JVM writes and reads them (spec §2): gzip, xerial/raw snappy,
+Kafka's LZ4 frame subset (with the magic-0 broken header checksum), and zstd.
+
+``decompress`` is bounded: a payload that expands beyond ``max_bytes`` raises DecompressedSizeError
+before the memory is spent. ``compress`` writes what Kafka's producers write (Java's gzip header,
+32 KiB xerial chunks, FLG 0x60 / BD 0x40 LZ4 frames, zstd level 3 without content size).
+"""
+from __future__ import annotations
+
+import struct
+import zlib
+from typing import Optional
+
+import cramjam
+import lz4.block
+import lz4.frame
+import zstandard
+
+from ..errors import DecompressedSizeError, DecompressionError, UnknownCodecError
+
+NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
+CODEC_NAMES = {NONE: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}
+CODEC_IDS = {name: cid for cid, name in CODEC_NAMES.items()}
+CODEC_IDS["uncompressed"] = NONE
+
+DEFAULT_MAX_BATCH_BYTES = 256 << 20   # a batch may expand to this much; DecompressedSizeError past it
+
+# gzip: the 10-byte member header java.util.zip.GZIPOutputStream writes (OS byte 0xFF on JDK 16+).
+JAVA_GZIP_HEADER = bytes.fromhex("1f8b08000000000000ff")
+GZIP_MAGIC = b"\x1f\x8b"
+
+# snappy-java's SnappyOutputStream framing: 8-byte magic, int32 version, int32 min compatible version,
+# then chunks of (int32 compressed length, raw snappy block of <= 32 KiB input).
+XERIAL_MAGIC = b"\x82SNAPPY\x00"
+XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
+XERIAL_HEADER_SIZE = 16
+XERIAL_BLOCK_SIZE = 32 * 1024
+_XERIAL_MAGIC_AS_LENGTH = struct.unpack(">i", XERIAL_MAGIC[:4])[0]
+
+# LZ4 frame (Kafka's Lz4BlockOutputStream / Lz4BlockInputStream), little-endian fields.
+LZ4_MAGIC = b"\x04\x22\x4d\x18"
+LZ4_FLG = 0x60            # version 01, independent blocks, no checksums, no content size
+LZ4_BD = 0x40             # block max size id 4 = 64 KiB
+LZ4_FLG_VERSION_SHIFT = 6
+LZ4_FLG_BLOCK_INDEPENDENT = 0x20
+LZ4_FLG_BLOCK_CHECKSUM = 0x10
+LZ4_FLG_CONTENT_SIZE = 0x08
+LZ4_FLG_CONTENT_CHECKSUM = 0x04
+LZ4_FLG_RESERVED = 0x03
+LZ4_BD_RESERVED = 0x8F
+LZ4_BLOCK_UNCOMPRESSED = 0x80000000
+LZ4_BLOCK_SIZES = {4: 64 << 10, 5: 256 << 10, 6: 1 << 20, 7: 4 << 20}
+_U32 = struct.Struct("<I")
+
+ZSTD_LEVEL = 3
+GZIP_LEVEL = 6
+
+
+def codec_name(codec: int) -> str:
+    return CODEC_NAMES.get(codec, f"unknown({codec})")
+
+
+def parse_codec(name: str | int) -> int:
+    """'gzip' / 'zstd' / 1 … → codec id (the names kafka-configs and producers use)."""
+    if isinstance(name, int):
+        if name not in CODEC_NAMES:
+            raise ValueError(f"unknown compression codec id {name}")
+        return name
+    try:
+        return CODEC_IDS[name.lower()]
+    except KeyError:
+        raise ValueError(f"unknown compression {name!r}; one of {', '.join(CODEC_NAMES.values())}") from None
+
+
+# --- xxh32, only for the LZ4 frame descriptor checksum (a few bytes) ----------------------------
+
+_P1, _P2, _P3, _P4, _P5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393
+_M32 = 0xFFFFFFFF
+
+
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & _M32
+
+
+def xxh32(data: bytes, seed: int = 0) -> int:
+    """XXH32 in plain Python: used on LZ4 frame descriptors (2-10 bytes), never on payloads."""
+    n = len(data)
+    i = 0
+    if n >= 16:
+        v = [(seed + _P1 + _P2) & _M32, (seed + _P2) & _M32, seed & _M32, (seed - _P1) & _M32]
+        while i + 16 <= n:
+            for k in range(4):
+                lane = int.from_bytes(data[i:i + 4], "little")
+                v[k] = (_rotl((v[k] + lane * _P2) & _M32, 13) * _P1) & _M32
+                i += 4
+        h = (_rotl(v[0], 1) + _rotl(v[1], 7) + _rotl(v[2], 12) + _rotl(v[3], 18)) & _M32
+    else:
+        h = (seed + _P5) & _M32
+    h = (h + n) & _M32
+    while i + 4 <= n:
+        h = (_rotl((h + int.from_bytes(data[i:i + 4], "little") * _P3) & _M32, 17) * _P4) & _M32
+        i += 4
+    while i < n:
+        h = (_rotl((h + data[i] * _P5) & _M32, 11) * _P1) & _M32
+        i += 1
+    h ^= h >> 15
+    h = (h * _P2) & _M32
+    h ^= h >> 13
+    h = (h * _P3) & _M32
+    h ^= h >> 16
+    return h
+
+
+def lz4_header_checksum(descriptor: bytes) -> int:
+    return (xxh32(descriptor) >> 8) & 0xFF
+
+
+# --- decompression -------------------------------------------------------------------------
+
+def _too_big(codec: int, max_bytes: int) -> DecompressedSizeError:
+    return DecompressedSizeError(f"{codec_name(codec)} payload expands beyond {max_bytes} bytes")
+
+
+def _gunzip(data, max_bytes: int) -> bytes:
+    out = []
+    total = 0
+    rest = bytes(data)
+    while True:
+        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            chunk = d.decompress(rest, max_bytes - total + 1)
+        except zlib.error as e:
+            raise DecompressionError(f"gzip: {e}") from None
+        total += len(chunk)
+        if total > max_bytes:
+            raise _too_big(GZIP, max_bytes)
+        out.append(chunk)
+        if not d.eof:
+            raise DecompressionError("gzip stream is truncated")
+        rest = d.unused_data
+        # GZIPInputStream reads concatenated members and ignores trailing bytes that are not one.
+        if len(rest) < 10 or rest[:2] != GZIP_MAGIC:
+            break
+    return b"".join(out)
+
+
+def _unsnappy(data, max_bytes: int) -> bytes:
+    data = bytes(data)
+    if len(data) < XERIAL_HEADER_SIZE or data[:8] != XERIAL_MAGIC:
+        return _raw_snappy(data, max_bytes)            # producers that wrote raw snappy
+    out = []
+    total = 0
+    pos = XERIAL_HEADER_SIZE
+    end = len(data)
+    while pos + 4 <= end:
+        (length,) = struct.unpack_from(">i", data, pos)
+        if length == _XERIAL_MAGIC_AS_LENGTH and data[pos:pos + 8] == XERIAL_MAGIC:
+            if pos + XERIAL_HEADER_SIZE > end:
+                raise DecompressionError("snappy: truncated concatenated stream header")
+            version, _ = struct.unpack_from(">ii", data, pos + 8)
+            if version < 1:
+                raise DecompressionError(f"snappy: concatenated stream has version {version}")
+            pos += XERIAL_HEADER_SIZE
+            continue
+        if length < 0:
+            raise DecompressionError(f"snappy: negative chunk length {length} at payload byte {pos}")
+        pos += 4
+        if pos + length > end:
+            raise DecompressionError(f"snappy: chunk of {length} bytes runs past the payload end")
+        block = _raw_snappy(data[pos:pos + length], max_bytes - total)
+        total += len(block)
+        out.append(block)
+        pos += length
+    return b"".join(out)
+
+
+def _raw_snappy(block: bytes, max_bytes: int) -> bytes:
+    try:
+        n = cramjam.snappy.decompress_raw_len(block)
+    except Exception as e:  # cramjam raises its own DecompressionError
+        raise DecompressionError(f"snappy: {e}") from None
+    if n > max_bytes:
+        raise _too_big(SNAPPY, max_bytes)
+    try:
+        return bytes(cramjam.snappy.decompress_raw(block))
+    except Exception as e:
+        raise DecompressionError(f"snappy: {e}") from None
+
+
+def _unlz4(data, max_bytes: int, magic: int) -> bytes:
+    data = bytes(data)
+    if len(data) < 7 or data[:4] != LZ4_MAGIC:
+        raise DecompressionError("lz4: payload does not start with the LZ4 frame magic 04 22 4D 18")
+    flg, bd = data[4], data[5]
+    if flg & LZ4_FLG_RESERVED or bd & LZ4_BD_RESERVED:
+        raise DecompressionError("lz4: reserved bits set in the frame descriptor")
+    if flg >> LZ4_FLG_VERSION_SHIFT != 1:
+        raise DecompressionError(f"lz4: frame version {flg >> LZ4_FLG_VERSION_SHIFT}, expected 1")
+    if not flg & LZ4_FLG_BLOCK_INDEPENDENT:
+        raise DecompressionError("lz4: dependent blocks are not supported (Kafka rejects them too)")
+    block_max = LZ4_BLOCK_SIZES.get((bd >> 4) & 0x07)
+    if block_max is None:
+        raise DecompressionError(f"lz4: block size id {(bd >> 4) & 0x07} outside 4..7")
+    pos = 6 + (8 if flg & LZ4_FLG_CONTENT_SIZE else 0)
+    if pos >= len(data):
+        raise DecompressionError("lz4: truncated frame descriptor")
+    expected_hc = lz4_header_checksum(data[4:pos])
+    if magic >= 1 and data[pos] != expected_hc:
+        raise DecompressionError("lz4: stream frame descriptor corrupted (header checksum)")
+    if flg & (LZ4_FLG_BLOCK_CHECKSUM | LZ4_FLG_CONTENT_CHECKSUM):
+        # Third-party frames with checksums: python-lz4's frame decoder verifies them. A magic-0
+        # frame's broken header checksum is corrected first (Kafka skips it for magic 0).
+        frame = data if data[pos] == expected_hc else data[:pos] + bytes([expected_hc]) + data[pos + 1:]
+        try:
+            d = lz4.frame.LZ4FrameDecompressor()
+            out = d.decompress(frame, max_length=max_bytes + 1)
+        except RuntimeError as e:
+            raise DecompressionError(f"lz4: {e}") from None
+        if len(out) > max_bytes:
+            raise _too_big(LZ4, max_bytes)
+        if not d.eof:
+            raise DecompressionError("lz4: frame is truncated")
+        return out
+    pos += 1
+    out = []
+    total = 0
+    end = len(data)
+    while True:
+        if pos + 4 > end:
+            raise DecompressionError("lz4: frame ends without an end mark")
+        (word,) = _U32.unpack_from(data, pos)
+        pos += 4
+        if word == 0:
+            break
+        size = word & ~LZ4_BLOCK_UNCOMPRESSED
+        if size > block_max:
+            raise DecompressionError(f"lz4: block of {size} bytes exceeds the frame's {block_max}")
+        if pos + size > end:
+            raise DecompressionError("lz4: block runs past the payload end")
+        if word & LZ4_BLOCK_UNCOMPRESSED:
+            block = data[pos:pos + size]
+        else:
+            try:
+                block = lz4.block.decompress(data[pos:pos + size], uncompressed_size=block_max)
+            except lz4.block.LZ4BlockError as e:
+                raise DecompressionError(f"lz4: {e}") from None
+        total += len(block)
+        if total > max_bytes:
+            raise _too_big(LZ4, max_bytes)
+        out.append(block)
+        pos += size
+    return out[0] if len(out) == 1 else b"".join(out)
+
+
+_ZSTD_DCTX = zstandard.ZstdDecompressor()
+_ZSTD_WRITE_SIZE = 1 << 20
+
+
+def _unzstd(data, max_bytes: int) -> bytes:
+    out = []
+    total = 0
+    try:
+        for chunk in _ZSTD_DCTX.read_to_iter(bytes(data), read_size=len(data) or 1, write_size=_ZSTD_WRITE_SIZE):
+            total += len(chunk)
+            if total > max_bytes:
+                raise _too_big(ZSTD, max_bytes)
+            out.append(chunk)
+    except zstandard.ZstdError as e:
+        raise DecompressionError(f"zstd: {e}") from None
+    if not out and len(data):
+        # read_to_iter yields nothing for a frame that is cut before its first block completes
+        raise DecompressionError("zstd: no complete frame in the payload")
+    return out[0] if len(out) == 1 else b"".join(out)
+
+
+def decompress(codec: int, data, *, magic: int = 2, max_bytes: int = DEFAULT_MAX_BATCH_BYTES) -> bytes:
+    """Decompress one batch payload (v2 records region, or a legacy wrapper's value)."""
+    if codec == GZIP:
+        return _gunzip(data, max_bytes)
+    if codec == SNAPPY:
+        return _unsnappy(data, max_bytes)
+    if codec == LZ4:
+        return _unlz4(data, max_bytes, magic)
+    if codec == ZSTD:
+        if magic < 2:
+            raise UnknownCodecError(f"zstd is not allowed with magic {magic}")
+        return _unzstd(data, max_bytes)
+    if codec == NONE:
+        return bytes(data)
+    raise UnknownCodecError(f"unknown compression type id {codec}")
+
+
+# --- compression (what Kafka's producers write) ----------------------------------------------
+
+def _gzip(data: bytes, level: Optional[int]) -> bytes:
+    c = zlib.compressobj(GZIP_LEVEL if level is None or level < 0 else level, zlib.DEFLATED, -zlib.MAX_WBITS, 8, 0)
+    body = c.compress(data) + c.flush()
+    return JAVA_GZIP_HEADER + body + struct.pack("<II", zlib.crc32(data) & _M32, len(data) & _M32)
+
+
+def _snappy(data: bytes) -> bytes:
+    out = [XERIAL_HEADER]
+    for i in range(0, len(data), XERIAL_BLOCK_SIZE):
+        block = bytes(cramjam.snappy.compress_raw(data[i:i + XERIAL_BLOCK_SIZE]))
+        out.append(struct.pack(">i", len(block)))
+        out.append(block)
+    return b"".join(out)
+
+
+def _lz4(data: bytes, magic: int) -> bytes:
+    descriptor = bytes([LZ4_FLG, LZ4_BD])
+    # Kafka's historical bug for magic 0: the header checksum hashed the magic too.
+    hc = lz4_header_checksum(LZ4_MAGIC + descriptor if magic == 0 else descriptor)
+    out = [LZ4_MAGIC, descriptor, bytes([hc])]
+    block_max = LZ4_BLOCK_SIZES[4]
+    for i in range(0, len(data), block_max):
+        raw = data[i:i + block_max]
+        comp = lz4.block.compress(raw, store_size=False)
+        if len(comp) >= len(raw):
+            out.append(_U32.pack(len(raw) | LZ4_BLOCK_UNCOMPRESSED))
+            out.append(raw)
+        else:
+            out.append(_U32.pack(len(comp)))
+            out.append(comp)
+    out.append(_U32.pack(0))
+    return b"".join(out)
+
+
+def _zstd(data: bytes, level: Optional[int]) -> bytes:
+    c = zstandard.ZstdCompressor(level=ZSTD_LEVEL if level is None else level,
+                                 write_content_size=False, write_checksum=False)
+    obj = c.compressobj()
+    return obj.compress(data) + obj.flush()
+
+
+def compress(codec: int, data: bytes, *, magic: int = 2, level: Optional[int] = None) -> bytes:
+    if codec == GZIP:
+        return _gzip(data, level)
+    if codec == SNAPPY:
+        return _snappy(data)
+    if codec == LZ4:
+        return _lz4(data, magic)
+    if codec == ZSTD:
+        if magic < 2:
+            raise UnknownCodecError(f"zstd is not allowed with magic {magic}")
+        return _zstd(data, level)
+    if codec == NONE:
+        return data
+    raise UnknownCodecError(f"unknown compression type id {codec}")

@@ -1,0 +1,69 @@
+"""Kafka's zigzag varints (protobuf style), as in ByteUtils: the reference codec in plain Python.
+
+varint = zigzag int32, at most 5 bytes; varlong = zigzag int64, at most 10 bytes. The numba
+record walk (records_accel) inlines the same rules; tests run both against these functions.
+"""
+from __future__ import annotations
+
+from ..errors import InvalidRecordError
+
+MAX_VARINT_BYTES = 5
+MAX_VARLONG_BYTES = 10
+INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def _read_unsigned(buf, pos: int, end: int, max_bytes: int) -> tuple[int, int]:
+    value = 0
+    shift = 0
+    for i in range(max_bytes):
+        if pos >= end:
+            raise InvalidRecordError("varint runs past the end of the record data", position=pos)
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, pos
+        shift += 7
+    raise InvalidRecordError(f"varint longer than {max_bytes} bytes", position=pos - 1)
+
+
+def read_varint(buf, pos: int, end: int | None = None) -> tuple[int, int]:
+    """Decode a zigzag int32 at ``pos``; returns (value, next position)."""
+    raw, pos = _read_unsigned(buf, pos, len(buf) if end is None else end, MAX_VARINT_BYTES)
+    if raw > 0xFFFFFFFF:
+        raise InvalidRecordError("varint does not fit 32 bits", position=pos - 1)
+    return (raw >> 1) ^ -(raw & 1), pos
+
+
+def read_varlong(buf, pos: int, end: int | None = None) -> tuple[int, int]:
+    """Decode a zigzag int64 at ``pos``; returns (value, next position)."""
+    raw, pos = _read_unsigned(buf, pos, len(buf) if end is None else end, MAX_VARLONG_BYTES)
+    if raw > 0xFFFFFFFFFFFFFFFF:
+        raise InvalidRecordError("varlong does not fit 64 bits", position=pos - 1)
+    return (raw >> 1) ^ -(raw & 1), pos
+
+
+def _write_unsigned(raw: int, out: bytearray) -> None:
+    while raw >= 0x80:
+        out.append((raw & 0x7F) | 0x80)
+        raw >>= 7
+    out.append(raw)
+
+
+def write_varint(value: int, out: bytearray) -> None:
+    if not INT32_MIN <= value <= INT32_MAX:
+        raise ValueError(f"{value} does not fit a varint (int32)")
+    _write_unsigned(((value << 1) ^ (value >> 31)) & 0xFFFFFFFF, out)
+
+
+def write_varlong(value: int, out: bytearray) -> None:
+    if not INT64_MIN <= value <= INT64_MAX:
+        raise ValueError(f"{value} does not fit a varlong (int64)")
+    _write_unsigned(((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF, out)
+
+
+def size_of_varint(value: int) -> int:
+    out = bytearray()
+    write_varint(value, out)
+    return len(out)

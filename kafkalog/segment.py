@@ -1,0 +1,289 @@
+"""Segments (LogSegment): read a .log as Arrow, streamed in bounded RecordBatches or whole, and write
+a segment — .log plus the .index and .timeindex Kafka's recovery would build for it.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, List, Optional, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from .errors import InvalidFileNameError, KafkalogError
+from .format import compression as codecs
+from .format import legacy_record as legacy
+from .format import record_batch as rb
+from .format.decoder import PartitionId, decode_window
+from .format.file_records import (OK_END, OK_WINDOW, HeaderArrays, MappedFile, check_crcs, crc_error,
+                                  resolve_engine, scan_buffer, walk_error, _scan)
+from .format.schema import RECORD_SCHEMA
+
+DEFAULT_WINDOW_BYTES = 8 << 20        # file bytes walked per window; decoded data per RecordBatch is bounded too
+DEFAULT_BATCH_BYTES = 16 * 1024       # producers' batch.size, for batches write_segment forms itself
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    verify_crc: bool = True
+    on_corrupt: str = "raise"         # or "stop": keep the valid prefix, as Kafka's recovery does
+    max_batch_bytes: int = codecs.DEFAULT_MAX_BATCH_BYTES
+    window_bytes: int = DEFAULT_WINDOW_BYTES
+    engine: str = "auto"              # "python" (reference) or "accel" (numba)
+
+
+def partition_of(path) -> PartitionId:
+    """Topic and partition from the folder a file sits in (``orders-3``); None outside one."""
+    from .logdir import parse_partition_dir_name
+    folder = Path(path).resolve().parent.name
+    try:
+        topic, partition, _kind = parse_partition_dir_name(folder)
+    except InvalidFileNameError:
+        return PartitionId(None, None)
+    return PartitionId(topic, partition)
+
+
+class SegmentReader:
+    """Streams one .log as RecordBatches; after iteration, ``valid_bytes`` and ``error`` tell where
+    and why it stopped (``error`` is only set with on_corrupt="stop")."""
+
+    def __init__(self, path, options: ReadOptions = ReadOptions(), *, topic: Optional[str] = None,
+                 partition: Optional[int] = None):
+        self.path = os.fspath(path)
+        self.options = options
+        pid = partition_of(path)
+        self.pid = PartitionId(topic if topic is not None else pid.topic,
+                               partition if partition is not None else pid.partition)
+        self.valid_bytes = 0
+        self.error: Optional[KafkalogError] = None
+        self.batches_read = 0
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        opts = self.options
+        engine = resolve_engine(opts.engine)
+        with MappedFile(self.path) as f:
+            buf = f.array
+            end = len(buf)
+            pos = 0
+            while True:
+                cap = max(16, min(opts.window_bytes, end - pos) // 26 + 2)
+                h = HeaderArrays.empty(cap)
+                n, status, stop_pos = _scan(buf, pos, end, opts.window_bytes, h, engine)
+                h = h.head(n)
+                problem = None
+                if status not in (OK_END, OK_WINDOW):
+                    problem = walk_error(status, buf, stop_pos, end, self.path)
+                if opts.verify_crc and n:
+                    valid = check_crcs(buf, h, n)
+                    if not valid.all():
+                        bad = int(np.argmin(valid))
+                        problem = crc_error(buf, h, bad, self.path)
+                        h = h.head(bad)
+                if problem is not None and opts.on_corrupt == "raise" and len(h) == 0:
+                    raise problem
+                i = 0
+                while i < len(h):
+                    try:
+                        batch, k = decode_window(buf, h.slice(i, len(h)), self.pid, engine=engine, path=self.path,
+                                                 verify_crc=opts.verify_crc, max_batch_bytes=opts.max_batch_bytes,
+                                                 budget=opts.window_bytes)
+                    except KafkalogError as e:
+                        if opts.on_corrupt == "raise":
+                            raise
+                        # Kafka's recovery does not decode records; a reader stops at the bad batch.
+                        self.error = e
+                        self.valid_bytes = int(h.position[i]) if e.position is None else self._batch_start(h, i, e)
+                        return
+                    self.batches_read += k
+                    self.valid_bytes = int(h.position[i + k - 1] + h.size[i + k - 1])
+                    i += k
+                    if batch.num_rows:
+                        yield batch
+                if problem is not None:
+                    if opts.on_corrupt == "raise":
+                        raise problem
+                    self.error = problem
+                    return
+                if status == OK_END:
+                    return
+                pos = stop_pos
+
+    @staticmethod
+    def _batch_start(h: HeaderArrays, i: int, e: KafkalogError) -> int:
+        """The start of the batch holding the error position (the truncation point)."""
+        idx = int(np.searchsorted(h.position[i:], e.position, side="right")) - 1
+        return int(h.position[i + max(idx, 0)])
+
+
+def iter_segment(path, *, topic: Optional[str] = None, partition: Optional[int] = None,
+                 **options) -> Iterator[pa.RecordBatch]:
+    """Stream a .log as ``pyarrow.RecordBatch``es of RECORD_SCHEMA, bounded by ``window_bytes``."""
+    return iter(SegmentReader(path, ReadOptions(**options), topic=topic, partition=partition))
+
+
+def read_segment(path, *, topic: Optional[str] = None, partition: Optional[int] = None, **options) -> pa.Table:
+    """Decode a whole .log into a ``pyarrow.Table``, one row per record in file order.
+
+    Options: verify_crc (True), on_corrupt ("raise" | "stop"), max_batch_bytes, window_bytes,
+    engine ("auto" | "python" | "accel").
+    """
+    batches = list(iter_segment(path, topic=topic, partition=partition, **options))
+    return pa.Table.from_batches(batches, schema=RECORD_SCHEMA)
+
+
+# --- writing -------------------------------------------------------------------------------
+
+def segment_file_name(base_offset: int, suffix: str) -> str:
+    if base_offset < 0:
+        raise ValueError(f"segment base offset must be >= 0, not {base_offset}")
+    return f"{base_offset:020d}.{suffix}"
+
+
+def _column(table: pa.Table, name: str, default=None) -> list:
+    if name in table.column_names:
+        return table.column(name).to_pylist()
+    return [default] * table.num_rows
+
+
+def _timestamps_ms(table: pa.Table) -> List[int]:
+    if "timestamp" not in table.column_names:
+        return [rb.NO_TIMESTAMP] * table.num_rows
+    col = table.column("timestamp")
+    if pa.types.is_timestamp(col.type):
+        col = col.cast(pa.timestamp("ms", tz=col.type.tz)).cast(pa.int64())
+    return [rb.NO_TIMESTAMP if t is None else int(t) for t in col.to_pylist()]
+
+
+def _group_rows(table: pa.Table, *, keep_batches: bool, batch_bytes: int) -> List[List[int]]:
+    """Row indexes per batch: the table's own batches (by batchPosition/baseOffset) or new ones."""
+    n = table.num_rows
+    if keep_batches:
+        ident = _column(table, "batchPosition") if "batchPosition" in table.column_names else _column(table, "baseOffset")
+        groups: List[List[int]] = []
+        for i in range(n):
+            if i and ident[i] == ident[i - 1]:
+                groups[-1].append(i)
+            else:
+                groups.append([i])
+        return groups
+    keys, values = _column(table, "key"), _column(table, "value")
+    groups, size = [], 0
+    for i in range(n):
+        rec = 24 + len(keys[i] or b"") + len(values[i] or b"")
+        if groups and size + rec <= batch_bytes:
+            groups[-1].append(i)
+            size += rec
+        else:
+            groups.append([i])
+            size = rec
+    return groups
+
+
+def encode_records(table: pa.Table, *, compression=None, magic: int = 2, batch_bytes: int = DEFAULT_BATCH_BYTES,
+                   keep_batches: Optional[bool] = None, timestamp_type: int = rb.CREATE_TIME) -> bytes:
+    """Encode an Arrow table of records as Kafka batches (the bytes of a .log).
+
+    With batch-level columns (baseOffset, lastOffset, producerId, … as read_segment returns them)
+    each batch is re-encoded keeping its header fields and codec; otherwise records are grouped into
+    new batches of about ``batch_bytes``. ``compression`` (name or id) overrides the codec.
+    """
+    if "offset" not in table.column_names:
+        raise ValueError("records need an 'offset' column")
+    keep = ("baseOffset" in table.column_names and "lastOffset" in table.column_names) if keep_batches is None \
+        else keep_batches
+    forced_codec = None if compression is None else codecs.parse_codec(compression)
+    offsets = [int(o) for o in _column(table, "offset")]
+    ts = _timestamps_ms(table)
+    keys, values = _column(table, "key"), _column(table, "value")
+    headers = _column(table, "headers", [])
+    out = []
+    for rows in _group_rows(table, keep_batches=keep, batch_bytes=batch_bytes):
+        first = rows[0]
+        if magic in (0, 1):
+            codec = forced_codec if forced_codec is not None else 0
+            recs = [(offsets[i], ts[i], keys[i], values[i]) for i in rows]
+            out.append(legacy.encode_message_set(recs, magic=magic, codec=codec))
+            continue
+        records = [rb.V2Record(offsets[i], ts[i], keys[i], values[i],
+                               [(h["key"], h["value"]) for h in (headers[i] or [])]) for i in rows]
+        if keep:
+            def batch_field(name, default):
+                v = table.column(name)[first].as_py() if name in table.column_names else None
+                return default if v is None else v
+            codec = forced_codec if forced_codec is not None else batch_field("codec", 0)
+            log_append = batch_field("timestampType", 0) == rb.LOG_APPEND_TIME
+            base_offset = batch_field("baseOffset", offsets[first])
+            out.append(rb.encode_batch(
+                records, base_offset=base_offset,
+                last_offset_delta=batch_field("lastOffset", offsets[rows[-1]]) - base_offset,
+                codec=codec, timestamp_type=rb.LOG_APPEND_TIME if log_append else rb.CREATE_TIME,
+                transactional=bool(batch_field("isTransactional", False)),
+                control=bool(batch_field("isControl", False)),
+                delete_horizon_ms=batch_field("deleteHorizonMs", None),
+                producer_id=batch_field("producerId", rb.NO_PRODUCER_ID),
+                producer_epoch=batch_field("producerEpoch", rb.NO_PRODUCER_EPOCH),
+                base_sequence=batch_field("baseSequence", rb.NO_SEQUENCE),
+                partition_leader_epoch=batch_field("partitionLeaderEpoch", rb.NO_PARTITION_LEADER_EPOCH)))
+        else:
+            out.append(rb.encode_batch(records, codec=forced_codec or 0, timestamp_type=timestamp_type,
+                                       partition_leader_epoch=0))
+    return b"".join(out)
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def write_segment(directory, records: pa.Table, *, compression=None, magic: int = 2,
+                  base_offset: Optional[int] = None, batch_bytes: int = DEFAULT_BATCH_BYTES,
+                  keep_batches: Optional[bool] = None, index_interval_bytes: int = 4096,
+                  timestamp_type: int = rb.CREATE_TIME, overwrite: bool = False) -> Path:
+    """Write ``records`` as a segment in ``directory``: ``<20-digit base>.log`` with the ``.index`` and
+    ``.timeindex`` Kafka's recovery builds for it (trimmed, final time entry). Returns the .log path.
+
+    Every file is written to a temporary name, fsynced and renamed; an existing segment is refused
+    unless ``overwrite``.
+    """
+    from .index.builder import build_indexes
+    from .index.offset_index import write_offset_index
+    from .index.time_index import write_time_index
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    data = encode_records(records, compression=compression, magic=magic, batch_bytes=batch_bytes,
+                          keep_batches=keep_batches, timestamp_type=timestamp_type)
+    scan = scan_buffer(np.frombuffer(data, dtype=np.uint8), verify_crc=True, engine="auto")
+    if base_offset is None:
+        if records.num_rows == 0:
+            raise ValueError("an empty segment needs an explicit base_offset")
+        base_offset = int(scan.batches.column("baseOffset")[0].as_py()) if magic == 2 else \
+            min(int(o) for o in records.column("offset").to_pylist())
+    log_path = directory / segment_file_name(base_offset, "log")
+    if log_path.exists() and not overwrite:
+        raise KafkalogError(f"segment {log_path.name} already exists", path=log_path,
+                            hint="pass overwrite=True to replace it, or choose another base_offset")
+    b = scan.batches
+    offset_index, time_index = build_indexes(
+        base_offset=base_offset, positions=b.column("position").to_numpy(), sizes=b.column("size").to_numpy(),
+        last_offsets=b.column("lastOffset").to_numpy(), max_timestamps=b.column("maxTimestamp").to_numpy(),
+        index_interval_bytes=index_interval_bytes)
+    _write_atomically(log_path, data)
+    write_offset_index(directory / segment_file_name(base_offset, "index"), offset_index)
+    write_time_index(directory / segment_file_name(base_offset, "timeindex"), time_index)
+    return log_path
+
+
+def scan_segment(path, **kwargs):
+    """The batch walk of a .log (see kafkalog.format.file_records.scan_batches)."""
+    from .format.file_records import scan_batches
+    return scan_batches(path, **kwargs)
+
+
+__all__: Sequence[str] = ("ReadOptions", "SegmentReader", "iter_segment", "read_segment", "write_segment",
+                          "encode_records", "segment_file_name", "partition_of", "scan_segment")
