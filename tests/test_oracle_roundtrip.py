@@ -53,7 +53,7 @@ def test_we_read_what_kafka_python_writes(tmp_path, engine, magic, codec):
     for row, exp in zip(rows, expected):
         assert row["offset"] == exp["offset"]
         assert row["key"] == exp["key"] and row["value"] == exp["value"]
-        got_ts = None if row["timestamp"] is None else int(row["timestamp"].timestamp() * 1000)
+        got_ts = None if row["timestamp"] is None else round(row["timestamp"].timestamp() * 1000)
         assert got_ts == exp["timestamp"]
         assert row["timestampType"] == (-1 if magic == 0 else 0)
         assert [(h["key"], h["value"]) for h in row["headers"]] == exp["headers"]
