@@ -91,9 +91,17 @@ class SegmentReader:
                     except KafkalogError as e:
                         if opts.on_corrupt == "raise":
                             raise
-                        # Kafka's recovery does not decode records; a reader stops at the bad batch.
+                        # A reader stops at the bad batch, after yielding the valid ones before it.
+                        bad = self._bad_batch_index(h, i, e)
+                        if bad > i:
+                            batch, k = decode_window(buf, h.slice(i, bad), self.pid, engine=engine, path=self.path,
+                                                     verify_crc=opts.verify_crc,
+                                                     max_batch_bytes=opts.max_batch_bytes)
+                            self.batches_read += k
+                            if batch.num_rows:
+                                yield batch
                         self.error = e
-                        self.valid_bytes = int(h.position[i]) if e.position is None else self._batch_start(h, i, e)
+                        self.valid_bytes = int(h.position[bad])
                         return
                     self.batches_read += k
                     self.valid_bytes = int(h.position[i + k - 1] + h.size[i + k - 1])
@@ -110,10 +118,12 @@ class SegmentReader:
                 pos = stop_pos
 
     @staticmethod
-    def _batch_start(h: HeaderArrays, i: int, e: KafkalogError) -> int:
-        """The start of the batch holding the error position (the truncation point)."""
+    def _bad_batch_index(h: HeaderArrays, i: int, e: KafkalogError) -> int:
+        """Index of the batch holding the error position (errors name a position inside the file)."""
+        if e.position is None:
+            return i
         idx = int(np.searchsorted(h.position[i:], e.position, side="right")) - 1
-        return int(h.position[i + max(idx, 0)])
+        return i + max(idx, 0)
 
 
 def iter_segment(path, *, topic: Optional[str] = None, partition: Optional[int] = None,

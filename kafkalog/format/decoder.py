@@ -20,6 +20,7 @@ from .file_records import HeaderArrays
 from .schema import HEADER_TYPE, HEADERS_TYPE, RECORD_SCHEMA, TIMESTAMP_TYPE
 
 _INT32_MAX = (1 << 31) - 1
+MIN_RECORD_SIZE = rb.MIN_RECORD_SIZE
 
 
 @dataclass(frozen=True)
@@ -194,6 +195,15 @@ def decode_accel(buf: np.ndarray, h: HeaderArrays, pid: PartitionId, *, path=Non
         if at:
             dbuf = _readonly(np.frombuffer(parts[0] if len(parts) == 1 else b"".join(parts), dtype=np.uint8))
     counts = h.recordsCount.astype(np.int64)
+    # A v2 record takes at least MIN_RECORD_SIZE bytes: a larger count is a lie, and believing it
+    # would allocate without bound.
+    too_many = np.flatnonzero(counts > (b_end - b_start) // MIN_RECORD_SIZE)
+    if len(too_many):
+        b = int(too_many[0])
+        raise InvalidRecordError(f"batch at offset {int(h.baseOffset[b])} declares {int(counts[b])} records but its "
+                                 f"{int(b_end[b] - b_start[b])} bytes of records can hold at most "
+                                 f"{int((b_end[b] - b_start[b]) // MIN_RECORD_SIZE)}", path=path,
+                                 position=int(h.position[b]))
     n = int(counts.sum())
     cap = int((b_end - b_start).sum())
     if cap > _INT32_MAX:

@@ -52,6 +52,8 @@ LOG_OVERHEAD = 12                 # baseOffset + batchLength
 RECORD_BATCH_OVERHEAD = 61        # the whole v2 header
 HEADER_SIZE_UP_TO_MAGIC = 17      # what a reader needs to dispatch on the magic byte
 MAGIC_VALUE_V2 = 2
+MIN_RECORD_SIZE = 7               # length, attributes, timestampDelta, offsetDelta, keyLength, valueLength,
+                                  # headersCount: one byte each at least
 
 COMPRESSION_CODEC_MASK = 0x07
 TIMESTAMP_TYPE_MASK = 0x08

@@ -43,37 +43,48 @@ def v2_records(payload, header: rb.BatchHeader) -> List[RecordRow]:
             raise InvalidRecordError(f"batch declares {header.records_count} records but holds {len(rows)}",
                                      position=p)
         start = p
-        length, p = read_varint(payload, p, end)
-        if length < 0 or p + length > end:
-            raise InvalidRecordError(f"record length {length} runs past the batch", position=start)
-        rend = p + length
-        if p >= rend:
-            raise InvalidRecordError("invalid record size: empty record body", position=start)
-        p += 1                                           # attributes
-        ts_delta, p = read_varlong(payload, p, rend)
-        offset_delta, p = read_varint(payload, p, rend)
-        key, p = _read_field(payload, p, rend, "key", start)
-        value, p = _read_field(payload, p, rend, "value", start)
-        count, p = read_varint(payload, p, rend)
-        if count < 0 or count > rend - p:
-            raise InvalidRecordError(f"invalid header count {count}", position=start)
-        headers = []
-        for _h in range(count):
-            hk_len, p = read_varint(payload, p, rend)
-            if hk_len < 0 or p + hk_len > rend:
-                raise InvalidRecordError(f"invalid header key length {hk_len}", position=start)
-            hkey = bytes(payload[p:p + hk_len]).decode("utf-8", errors="replace")
-            p += hk_len
-            hvalue, p = _read_field(payload, p, rend, "header value", start)
-            headers.append((hkey, hvalue))
-        if p != rend:
-            raise InvalidRecordError(f"invalid record size: expected {length} bytes, read {p - (rend - length)}",
-                                     position=start)
-        ts = header.max_timestamp if log_append else header.base_timestamp + ts_delta
-        rows.append(RecordRow(header.base_offset + offset_delta, ts, header.timestamp_type, key, value, headers))
+        try:
+            p = _parse_record(payload, p, end, header, log_append, rows)
+        except InvalidRecordError as e:
+            e.position = start              # errors name the start of the bad record
+            raise
     if p != end:
         raise InvalidRecordError("incorrect declared batch size, records still remaining", position=p)
     return rows
+
+
+def _parse_record(payload, p: int, end: int, header: rb.BatchHeader, log_append: bool, rows: list) -> int:
+    """Parse one record at ``p``; append it to ``rows``; return the next position."""
+    start = p
+    length, p = read_varint(payload, p, end)
+    if length < 0 or p + length > end:
+        raise InvalidRecordError(f"record length {length} runs past the batch", position=start)
+    rend = p + length
+    if p >= rend:
+        raise InvalidRecordError("invalid record size: empty record body", position=start)
+    p += 1                                           # attributes
+    ts_delta, p = read_varlong(payload, p, rend)
+    offset_delta, p = read_varint(payload, p, rend)
+    key, p = _read_field(payload, p, rend, "key", start)
+    value, p = _read_field(payload, p, rend, "value", start)
+    count, p = read_varint(payload, p, rend)
+    if count < 0 or count > rend - p:
+        raise InvalidRecordError(f"invalid header count {count}", position=start)
+    headers = []
+    for _h in range(count):
+        hk_len, p = read_varint(payload, p, rend)
+        if hk_len < 0 or p + hk_len > rend:
+            raise InvalidRecordError(f"invalid header key length {hk_len}", position=start)
+        hkey = bytes(payload[p:p + hk_len]).decode("utf-8", errors="replace")
+        p += hk_len
+        hvalue, p = _read_field(payload, p, rend, "header value", start)
+        headers.append((hkey, hvalue))
+    if p != rend:
+        raise InvalidRecordError(f"invalid record size: expected {length} bytes, read {p - (rend - length)}",
+                                 position=start)
+    ts = header.max_timestamp if log_append else header.base_timestamp + ts_delta
+    rows.append(RecordRow(header.base_offset + offset_delta, ts, header.timestamp_type, key, value, headers))
+    return p
 
 
 def _read_field(payload, p: int, end: int, what: str, start: int):
@@ -91,6 +102,10 @@ def decode_v2_batch(buf, position: int, *, path=None, max_batch_bytes: int) -> T
     raw = memoryview(buf)[position + rb.RECORDS_OFFSET:position + header.size_in_bytes]
     try:
         payload = raw if header.codec == 0 else decompress(header.codec, raw, magic=2, max_bytes=max_batch_bytes)
+        if header.records_count > len(payload) // rb.MIN_RECORD_SIZE:
+            raise InvalidRecordError(
+                f"batch at offset {header.base_offset} declares {header.records_count} records but its {len(payload)} "
+                f"bytes of records can hold at most {len(payload) // rb.MIN_RECORD_SIZE}")
         return header, v2_records(payload, header)
     except KafkalogError as e:
         if header.codec != 0 and isinstance(e, InvalidRecordError) and e.position is not None:
