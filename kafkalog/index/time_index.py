@@ -1,0 +1,187 @@
+"""The time index (``<base>.timeindex``): a sparse map from a timestamp to the last offset of the
+batch up to which that timestamp is the segment's maximum, parsed, checked, looked up and written
+as Kafka does.
+
+Byte layout (Kafka ``TimeIndex``): no header, no padding, fixed 12-byte entries, big-endian::
+
+    +0  int64  timestamp        largest timestamp in the segment up to and including the batch...
+    +8  int32  relativeOffset   ...whose last offset is base offset + relativeOffset
+
+Timestamps and offsets strictly increase. A rolled segment's file is trimmed and ends with the
+(segment max timestamp, offset) entry; the active segment's file is preallocated to
+10,485,756 bytes (873,813 slots) and zero-padded.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+import numpy as np
+
+from kafkalog.errors import CorruptIndexError
+from kafkalog.index.offset_index import (
+    _check_int32,
+    _frozen_int64,
+    _read_file,
+    _valid_prefix,
+    atomic_write,
+    base_offset_from_index_name,
+)
+
+TIME_ENTRY_SIZE = 12
+TIMESTAMP_POS = 0
+TIMESTAMP_SIZE = 8
+RELATIVE_OFFSET_POS = TIMESTAMP_POS + TIMESTAMP_SIZE
+RELATIVE_OFFSET_SIZE = 4
+assert RELATIVE_OFFSET_POS + RELATIVE_OFFSET_SIZE == TIME_ENTRY_SIZE
+
+#: Kafka's ``RecordBatch.NO_TIMESTAMP``: the timestamp of an empty time index's "last entry".
+NO_TIMESTAMP = -1
+
+#: One on-disk entry as a numpy record (itemsize 12, packed).
+TIME_ENTRY_DTYPE = np.dtype([("timestamp", ">i8"), ("relative_offset", ">i4")])
+assert TIME_ENTRY_DTYPE.itemsize == TIME_ENTRY_SIZE
+
+
+@dataclass(frozen=True, eq=False)
+class TimeIndex:
+    """The valid entries of one time index: timestamps and absolute offsets, in file order
+    (read-only int64 arrays of equal length)."""
+
+    base_offset: int
+    timestamps: np.ndarray
+    offsets: np.ndarray
+
+    def __post_init__(self) -> None:
+        timestamps = _frozen_int64(self.timestamps)
+        offsets = _frozen_int64(self.offsets)
+        if timestamps.shape != offsets.shape or timestamps.ndim != 1:
+            raise ValueError(
+                f"timestamps and offsets must be 1-d arrays of one length, got shapes "
+                f"{timestamps.shape} and {offsets.shape}"
+            )
+        object.__setattr__(self, "base_offset", int(self.base_offset))
+        object.__setattr__(self, "timestamps", timestamps)
+        object.__setattr__(self, "offsets", offsets)
+
+    def __len__(self) -> int:
+        return int(self.timestamps.shape[0])
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, TimeIndex):
+            return NotImplemented
+        return (
+            self.base_offset == other.base_offset
+            and np.array_equal(self.timestamps, other.timestamps)
+            and np.array_equal(self.offsets, other.offsets)
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # holds arrays
+
+    def __repr__(self) -> str:
+        return f"TimeIndex(base_offset={self.base_offset}, entries={len(self)})"
+
+    def lookup(self, timestamp: int) -> Tuple[int, int]:
+        """``(timestamp, offset)`` of the entry with the largest timestamp <= the target, else
+        ``(-1, base_offset)`` (Kafka ``TimeIndex.lookup``)."""
+        i = int(np.searchsorted(self.timestamps, timestamp, side="right")) - 1
+        if i < 0:
+            return NO_TIMESTAMP, self.base_offset
+        return int(self.timestamps[i]), int(self.offsets[i])
+
+    def last_entry(self) -> Optional[Tuple[int, int]]:
+        """``(timestamp, offset)`` of the last entry, or None when empty. This is what
+        ``LogSegment.largestTimestamp`` reads (Kafka itself reports ``(-1, base_offset)`` for an
+        empty index)."""
+        if len(self) == 0:
+            return None
+        return int(self.timestamps[-1]), int(self.offsets[-1])
+
+    def sanity_check(self, path: Optional[os.PathLike | str] = None) -> None:
+        """Kafka's ``TimeIndex.sanityCheck``: a non-empty index is corrupt when its last
+        timestamp is below its first, or its last offset is below the base offset. (A length
+        that is not a multiple of 12 is rejected by :func:`parse_time_index`.)"""
+        n = len(self)
+        if n == 0:
+            return
+        last = (n - 1) * TIME_ENTRY_SIZE
+        if int(self.timestamps[-1]) < int(self.timestamps[0]):
+            raise CorruptIndexError(
+                f"corrupt time index: it has {n} entries but the last timestamp is "
+                f"{int(self.timestamps[-1])}, which is less than the first timestamp "
+                f"{int(self.timestamps[0])}",
+                path=path,
+                position=last,
+            )
+        if int(self.offsets[-1]) < self.base_offset:
+            raise CorruptIndexError(
+                f"corrupt time index: it has {n} entries but the last offset is "
+                f"{int(self.offsets[-1])}, which is less than the base offset {self.base_offset}",
+                path=path,
+                position=last,
+            )
+
+    def to_bytes(self) -> bytes:
+        """The trimmed file content: ``len(self) * 12`` bytes of (timestamp, relativeOffset)."""
+        relative = self.offsets - self.base_offset
+        _check_int32(relative, "relative offset", TIME_ENTRY_SIZE, overflow=True)
+        out = np.empty(len(self), dtype=TIME_ENTRY_DTYPE)
+        out["timestamp"] = self.timestamps
+        out["relative_offset"] = relative
+        return out.tobytes()
+
+
+def empty_time_index(base_offset: int) -> TimeIndex:
+    return TimeIndex(base_offset, np.empty(0, np.int64), np.empty(0, np.int64))
+
+
+def parse_time_index(
+    data,
+    base_offset: int,
+    *,
+    path: Optional[os.PathLike | str] = None,
+    stop_at_zero_slot: bool = True,
+) -> TimeIndex:
+    """Decode time-index bytes.
+
+    The length must be a multiple of 12 (else :class:`CorruptIndexError` naming the size).
+    With ``stop_at_zero_slot`` (default) the valid prefix ends at the first slot ``i > 0`` whose
+    relative offset is 0 (DumpLogSegments' rule), and an all-zero first slot means no entries
+    (so a preallocated all-zero file is empty; a genuine first entry of (0, base offset) cannot be
+    told apart from padding). With ``stop_at_zero_slot=False`` every slot counts, as in the broker.
+    """
+    view = memoryview(data).cast("B")
+    size = view.nbytes
+    if size % TIME_ENTRY_SIZE:
+        raise CorruptIndexError(
+            f"time index file size {size} bytes is not a multiple of the entry size "
+            f"{TIME_ENTRY_SIZE}",
+            path=path,
+            position=size - size % TIME_ENTRY_SIZE,
+        )
+    entries = np.frombuffer(view, dtype=TIME_ENTRY_DTYPE)
+    if stop_at_zero_slot:
+        entries = entries[: _valid_prefix(entries["relative_offset"], entries["timestamp"])]
+    timestamps = entries["timestamp"].astype(np.int64)
+    offsets = entries["relative_offset"].astype(np.int64) + int(base_offset)
+    timestamps.flags.writeable = offsets.flags.writeable = False  # owned: no second copy
+    return TimeIndex(int(base_offset), timestamps, offsets)
+
+
+def read_time_index(
+    path: os.PathLike | str,
+    *,
+    base_offset: Optional[int] = None,
+    stop_at_zero_slot: bool = True,
+) -> TimeIndex:
+    """Read a ``.timeindex`` file; the base offset comes from its name unless given."""
+    if base_offset is None:
+        base_offset = base_offset_from_index_name(path, "timeindex")
+    data = _read_file(path)
+    return parse_time_index(data, base_offset, path=path, stop_at_zero_slot=stop_at_zero_slot)
+
+
+def write_time_index(path: os.PathLike | str, index: TimeIndex) -> None:
+    """Write the trimmed index atomically (temp file in the same dir, fsync, rename, fsync dir)."""
+    atomic_write(path, index.to_bytes())
