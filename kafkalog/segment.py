@@ -4,9 +4,11 @@ a segment — .log plus the .index and .timeindex Kafka's recovery would build f
 from __future__ import annotations
 
 import os
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, List, Optional, Sequence
+from typing import Deque, Iterator, List, Optional, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -31,6 +33,7 @@ class ReadOptions:
     max_batch_bytes: int = codecs.DEFAULT_MAX_BATCH_BYTES
     window_bytes: int = DEFAULT_WINDOW_BYTES
     engine: str = "auto"              # "python" (reference) or "accel" (numba)
+    threads: int = 0                  # windows decoded at once; 0 = one per core (at most 4)
 
 
 def partition_of(path) -> PartitionId:
@@ -44,9 +47,21 @@ def partition_of(path) -> PartitionId:
     return PartitionId(topic, partition)
 
 
+@dataclass
+class _WindowResult:
+    batches: List[pa.RecordBatch]
+    batches_read: int
+    valid_bytes: Optional[int]            # end of the last decoded batch (None: nothing decoded)
+    error: Optional[KafkalogError] = None
+
+
 class SegmentReader:
     """Streams one .log as RecordBatches; after iteration, ``valid_bytes`` and ``error`` tell where
-    and why it stopped (``error`` is only set with on_corrupt="stop")."""
+    and why it stopped (``error`` is only set with on_corrupt="stop").
+
+    Windows of ``window_bytes`` are walked in file order, then checked (CRC) and decoded on a small
+    thread pool — the numba kernel, the codecs and CRC-32C release the GIL — and yielded in order.
+    """
 
     def __init__(self, path, options: ReadOptions = ReadOptions(), *, topic: Optional[str] = None,
                  partition: Optional[int] = None):
@@ -59,63 +74,102 @@ class SegmentReader:
         self.error: Optional[KafkalogError] = None
         self.batches_read = 0
 
+    def _threads(self, engine: str) -> int:
+        if engine == "python":
+            return 1
+        return self.options.threads or max(1, min(4, os.cpu_count() or 1))
+
     def __iter__(self) -> Iterator[pa.RecordBatch]:
         opts = self.options
         engine = resolve_engine(opts.engine)
-        with MappedFile(self.path) as f:
+        threads = self._threads(engine)
+        with MappedFile(self.path) as f, ThreadPoolExecutor(max_workers=threads) as pool:
             buf = f.array
-            end = len(buf)
-            pos = 0
-            while True:
-                cap = max(16, min(opts.window_bytes, end - pos) // 26 + 2)
-                h = HeaderArrays.empty(cap)
-                n, status, stop_pos = _scan(buf, pos, end, opts.window_bytes, h, engine)
-                h = h.head(n)
-                problem = None
-                if status not in (OK_END, OK_WINDOW):
-                    problem = walk_error(status, buf, stop_pos, end, self.path)
-                if opts.verify_crc and n:
-                    valid = check_crcs(buf, h, n)
-                    if not valid.all():
-                        bad = int(np.argmin(valid))
-                        problem = crc_error(buf, h, bad, self.path)
-                        h = h.head(bad)
-                if problem is not None and opts.on_corrupt == "raise" and len(h) == 0:
-                    raise problem
-                i = 0
-                while i < len(h):
-                    try:
-                        batch, k = decode_window(buf, h.slice(i, len(h)), self.pid, engine=engine, path=self.path,
-                                                 verify_crc=opts.verify_crc, max_batch_bytes=opts.max_batch_bytes,
-                                                 budget=opts.window_bytes)
-                    except KafkalogError as e:
-                        if opts.on_corrupt == "raise":
-                            raise
-                        # A reader stops at the bad batch, after yielding the valid ones before it.
-                        bad = self._bad_batch_index(h, i, e)
-                        if bad > i:
-                            batch, k = decode_window(buf, h.slice(i, bad), self.pid, engine=engine, path=self.path,
-                                                     verify_crc=opts.verify_crc,
-                                                     max_batch_bytes=opts.max_batch_bytes)
-                            self.batches_read += k
-                            if batch.num_rows:
-                                yield batch
-                        self.error = e
-                        self.valid_bytes = int(h.position[bad])
+            pending: Deque[Future] = deque()
+            for h, walk_problem in self._windows(buf, engine):
+                pending.append(pool.submit(self._decode_window, buf, h, walk_problem, engine))
+                if len(pending) > threads:
+                    stop = yield from self._deliver(pending.popleft())
+                    if stop:
+                        for fut in pending:
+                            fut.cancel()
                         return
-                    self.batches_read += k
-                    self.valid_bytes = int(h.position[i + k - 1] + h.size[i + k - 1])
-                    i += k
-                    if batch.num_rows:
-                        yield batch
-                if problem is not None:
-                    if opts.on_corrupt == "raise":
-                        raise problem
-                    self.error = problem
+            while pending:
+                if (yield from self._deliver(pending.popleft())):
+                    for fut in pending:
+                        fut.cancel()
                     return
-                if status == OK_END:
-                    return
-                pos = stop_pos
+
+    def _windows(self, buf, engine):
+        """Walk the file window by window: (header arrays, walk problem or None)."""
+        opts = self.options
+        end = len(buf)
+        pos = 0
+        while True:
+            cap = max(16, min(opts.window_bytes, end - pos) // 26 + 2)
+            h = HeaderArrays.empty(cap)
+            n, status, stop_pos = _scan(buf, pos, end, opts.window_bytes, h, engine)
+            problem = None if status in (OK_END, OK_WINDOW) else walk_error(status, buf, stop_pos, end, self.path)
+            yield h.head(n), problem
+            if status != OK_WINDOW:
+                return
+            pos = stop_pos
+
+    def _deliver(self, fut: Future):
+        """Yield one window's batches; return True when the walk must stop."""
+        result: _WindowResult = fut.result()
+        yield from result.batches
+        self.batches_read += result.batches_read
+        if result.valid_bytes is not None:
+            self.valid_bytes = result.valid_bytes
+        if result.error is not None:
+            if self.options.on_corrupt == "raise":
+                raise result.error
+            self.error = result.error
+            return True
+        return False
+
+    def _decode_window(self, buf, h: HeaderArrays, walk_problem: Optional[KafkalogError], engine: str) -> _WindowResult:
+        """CRC-check and decode one window (runs on the pool)."""
+        opts = self.options
+        problem = walk_problem
+        if opts.verify_crc and len(h):
+            valid = check_crcs(buf, h, len(h))
+            if not valid.all():
+                bad = int(np.argmin(valid))
+                problem = crc_error(buf, h, bad, self.path)
+                h = h.head(bad)
+        out = _WindowResult([], 0, None)
+        i = 0
+        while i < len(h):
+            try:
+                batch, k = decode_window(buf, h.slice(i, len(h)), self.pid, engine=engine, path=self.path,
+                                         verify_crc=opts.verify_crc, max_batch_bytes=opts.max_batch_bytes,
+                                         budget=opts.window_bytes)
+            except KafkalogError as e:
+                if opts.on_corrupt == "raise":
+                    out.error = e
+                    return out
+                # A reader stops at the bad batch, after the valid ones before it.
+                bad = self._bad_batch_index(h, i, e)
+                if bad > i:
+                    batch, k = decode_window(buf, h.slice(i, bad), self.pid, engine=engine, path=self.path,
+                                             verify_crc=opts.verify_crc, max_batch_bytes=opts.max_batch_bytes)
+                    self._add(out, batch, k, h, i)
+                out.valid_bytes = int(h.position[bad])
+                out.error = e
+                return out
+            self._add(out, batch, k, h, i)
+            i += k
+        out.error = problem
+        return out
+
+    @staticmethod
+    def _add(out: _WindowResult, batch: pa.RecordBatch, k: int, h: HeaderArrays, i: int) -> None:
+        if batch.num_rows:
+            out.batches.append(batch)
+        out.batches_read += k
+        out.valid_bytes = int(h.position[i + k - 1] + h.size[i + k - 1])
 
     @staticmethod
     def _bad_batch_index(h: HeaderArrays, i: int, e: KafkalogError) -> int:
@@ -143,12 +197,6 @@ def read_segment(path, *, topic: Optional[str] = None, partition: Optional[int] 
 
 
 # --- writing -------------------------------------------------------------------------------
-
-def segment_file_name(base_offset: int, suffix: str) -> str:
-    if base_offset < 0:
-        raise ValueError(f"segment base offset must be >= 0, not {base_offset}")
-    return f"{base_offset:020d}.{suffix}"
-
 
 def _column(table: pa.Table, name: str, default=None) -> list:
     if name in table.column_names:
@@ -261,6 +309,7 @@ def write_segment(directory, records: pa.Table, *, compression=None, magic: int 
     unless ``overwrite``.
     """
     from .index.builder import build_indexes
+    from .logdir import format_segment_file_name
     from .index.offset_index import write_offset_index
     from .index.time_index import write_time_index
 
@@ -274,7 +323,7 @@ def write_segment(directory, records: pa.Table, *, compression=None, magic: int 
             raise ValueError("an empty segment needs an explicit base_offset")
         base_offset = int(scan.batches.column("baseOffset")[0].as_py()) if magic == 2 else \
             min(int(o) for o in records.column("offset").to_pylist())
-    log_path = directory / segment_file_name(base_offset, "log")
+    log_path = directory / format_segment_file_name(base_offset, "log")
     if log_path.exists() and not overwrite:
         raise KafkalogError(f"segment {log_path.name} already exists", path=log_path,
                             hint="pass overwrite=True to replace it, or choose another base_offset")
@@ -284,8 +333,8 @@ def write_segment(directory, records: pa.Table, *, compression=None, magic: int 
         last_offsets=b.column("lastOffset").to_numpy(), max_timestamps=b.column("maxTimestamp").to_numpy(),
         index_interval_bytes=index_interval_bytes)
     _write_atomically(log_path, data)
-    write_offset_index(directory / segment_file_name(base_offset, "index"), offset_index)
-    write_time_index(directory / segment_file_name(base_offset, "timeindex"), time_index)
+    write_offset_index(directory / format_segment_file_name(base_offset, "index"), offset_index)
+    write_time_index(directory / format_segment_file_name(base_offset, "timeindex"), time_index)
     return log_path
 
 
@@ -296,4 +345,4 @@ def scan_segment(path, **kwargs):
 
 
 __all__: Sequence[str] = ("ReadOptions", "SegmentReader", "iter_segment", "read_segment", "write_segment",
-                          "encode_records", "segment_file_name", "partition_of", "scan_segment")
+                          "encode_records", "partition_of", "scan_segment")

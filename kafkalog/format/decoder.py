@@ -6,6 +6,7 @@ Windows keep memory bounded: a 1 GB segment is decoded as a stream of RecordBatc
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import List, Optional
 
@@ -15,7 +16,7 @@ import pyarrow as pa
 from ..errors import InvalidRecordError, KafkalogError
 from . import record_batch as rb
 from . import records_reference as ref
-from .compression import DEFAULT_MAX_BATCH_BYTES, decompress
+from .compression import DEFAULT_MAX_BATCH_BYTES, OutputBuffer, decompress_into
 from .file_records import HeaderArrays
 from .schema import HEADER_TYPE, HEADERS_TYPE, RECORD_SCHEMA, TIMESTAMP_TYPE
 
@@ -37,6 +38,15 @@ def _readonly(a: np.ndarray) -> np.ndarray:
 
 
 _EMPTY = _readonly(np.zeros(1, dtype=np.uint8))
+_LOCAL = threading.local()
+
+
+def _thread_buffer() -> OutputBuffer:
+    """This thread's decompression buffer, reused window after window (the kernel copies out of it)."""
+    out = getattr(_LOCAL, "out", None)
+    if out is None:
+        out = _LOCAL.out = OutputBuffer(16 << 20)
+    return out
 
 
 # --- shared assembly -----------------------------------------------------------------------
@@ -168,7 +178,7 @@ def decode_accel(buf: np.ndarray, h: HeaderArrays, pid: PartitionId, *, path=Non
     b_end = h.position + h.size.astype(np.int64)
     dbuf = _EMPTY
     if codec.any() or budget is not None:
-        parts = []
+        out = _thread_buffer()
         at = 0
         total = 0
         for b in range(nb):
@@ -183,17 +193,17 @@ def decode_accel(buf: np.ndarray, h: HeaderArrays, pid: PartitionId, *, path=Non
             pos = int(h.position[b])
             ref.check_codec(int(codec[b]), 2, path=path, position=pos)
             try:
-                out = decompress(int(codec[b]), buf[int(b_start[b]):int(b_end[b])], magic=2, max_bytes=max_batch_bytes)
+                end = decompress_into(int(codec[b]), buf[int(b_start[b]):int(b_end[b])], out, at, magic=2,
+                                      max_bytes=max_batch_bytes)
             except KafkalogError as e:
                 raise e.with_location(path=path, position=pos)
-            parts.append(out)
             b_src[b] = 1
             b_start[b] = at
-            at += len(out)
-            b_end[b] = at
-            total += len(out)
+            b_end[b] = end
+            total += end - at
+            at = end
         if at:
-            dbuf = _readonly(np.frombuffer(parts[0] if len(parts) == 1 else b"".join(parts), dtype=np.uint8))
+            dbuf = _readonly(out.array[:at])
     counts = h.recordsCount.astype(np.int64)
     # A v2 record takes at least MIN_RECORD_SIZE bytes: a larger count is a lie, and believing it
     # would allocate without bound.
