@@ -191,11 +191,13 @@ def decode_accel(buf: np.ndarray, h: HeaderArrays, pid: PartitionId, *, path=Non
                 total += int(b_end[b] - b_start[b])
                 continue
             pos = int(h.position[b])
-            ref.check_codec(int(codec[b]), 2, path=path, position=pos)
             try:
+                ref.check_codec(int(codec[b]), 2)
                 end = decompress_into(int(codec[b]), buf[int(b_start[b]):int(b_end[b])], out, at, magic=2,
                                       max_bytes=max_batch_bytes)
             except KafkalogError as e:
+                if b > 0:   # an error in an earlier batch comes first, in file order
+                    decode_accel(buf, h.head(b), pid, path=path, verify_crc=verify_crc, max_batch_bytes=max_batch_bytes)
                 raise e.with_location(path=path, position=pos)
             b_src[b] = 1
             b_start[b] = at
@@ -210,6 +212,8 @@ def decode_accel(buf: np.ndarray, h: HeaderArrays, pid: PartitionId, *, path=Non
     too_many = np.flatnonzero(counts > (b_end - b_start) // MIN_RECORD_SIZE)
     if len(too_many):
         b = int(too_many[0])
+        if b > 0:   # an error in an earlier batch comes first, in file order
+            decode_accel(buf, h.head(b), pid, path=path, verify_crc=verify_crc, max_batch_bytes=max_batch_bytes)
         raise InvalidRecordError(f"batch at offset {int(h.baseOffset[b])} declares {int(counts[b])} records but its "
                                  f"{int(b_end[b] - b_start[b])} bytes of records can hold at most "
                                  f"{int((b_end[b] - b_start[b]) // MIN_RECORD_SIZE)}", path=path,
