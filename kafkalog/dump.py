@@ -877,7 +877,8 @@ class Dumper:
         if whole != len(data):
             size_error = CorruptIndexError(
                 f"offset index file size {len(data)} bytes is not a multiple of the entry size {OFFSET_ENTRY_SIZE} "
-                f"({len(data) - whole} trailing bytes)", path=path, position=whole)
+                f"({len(data) - whole} trailing bytes)", path=path, position=whole,
+                hint="Kafka counts only the whole entries; rebuild the index from its .log")
         if len(index) == 0:
             if not o.json:
                 yield self._out(f"{path} is empty.")
@@ -960,7 +961,8 @@ class Dumper:
         if whole != len(data):
             size_error = CorruptIndexError(
                 f"time index file size {len(data)} bytes is not a multiple of the entry size {TIME_ENTRY_SIZE} "
-                f"({len(data) - whole} trailing bytes)", path=path, position=whole)
+                f"({len(data) - whole} trailing bytes)", path=path, position=whole,
+                hint="Kafka counts only the whole entries; rebuild the index from its .log")
         if o.index_sanity_check:
             if size_error is not None:
                 raise size_error

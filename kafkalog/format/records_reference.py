@@ -34,6 +34,8 @@ def check_codec(codec: int, magic: int, *, path=None, position=None) -> None:
 def v2_records(payload, header: rb.BatchHeader) -> List[RecordRow]:
     """Parse the records region of a v2 batch (already decompressed). Positions in errors are
     relative to the start of ``payload``."""
+    if header.records_count < 0:
+        raise InvalidRecordError(f"negative record count {header.records_count}")
     rows: List[RecordRow] = []
     p = 0
     end = len(payload)
