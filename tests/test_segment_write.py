@@ -67,3 +67,12 @@ def test_stream_windows_are_bounded_and_add_up(tmp_path):
     assert pa.Table.from_batches(parts).equals(whole)
     for threads in (1, 3):
         assert segment.read_segment(log, window_bytes=64 << 10, threads=threads).equals(whole)
+
+
+@pytest.mark.parametrize("compression", ["gzip", "snappy", "lz4", "zstd"])
+def test_threaded_windows_for_every_codec(tmp_path, compression):
+    """Windows decode concurrently; codec contexts must not be shared between threads."""
+    log = segment.write_segment(tmp_path / "t-0", _table(30_000), compression=compression, batch_bytes=4096)
+    one = segment.read_segment(log, threads=1, window_bytes=32 << 10)
+    for _ in range(3):
+        assert segment.read_segment(log, threads=4, window_bytes=32 << 10).equals(one)

@@ -8,6 +8,7 @@ before the memory is spent. ``compress`` writes what Kafka's producers write (Ja
 from __future__ import annotations
 
 import struct
+import threading
 import zlib
 from typing import Optional
 
@@ -278,14 +279,22 @@ def _unlz4(data, out: OutputBuffer, at: int, max_bytes: int, magic: int) -> int:
         pos += size
 
 
-_ZSTD_DCTX = zstandard.ZstdDecompressor()
 _ZSTD_STEP = 1 << 20
+_ZSTD_LOCAL = threading.local()
+
+
+def _zstd_dctx() -> zstandard.ZstdDecompressor:
+    """One decompression context per thread: zstandard's contexts are not thread-safe."""
+    dctx = getattr(_ZSTD_LOCAL, "dctx", None)
+    if dctx is None:
+        dctx = _ZSTD_LOCAL.dctx = zstandard.ZstdDecompressor()
+    return dctx
 
 
 def _unzstd(data, out: OutputBuffer, at: int, max_bytes: int) -> int:
     start = at
     try:
-        reader = _ZSTD_DCTX.stream_reader(data, read_size=max(len(data), 1), read_across_frames=True)
+        reader = _zstd_dctx().stream_reader(data, read_size=max(len(data), 1), read_across_frames=True)
         while True:
             arr = out.reserve(at + _ZSTD_STEP, at)
             n = reader.readinto(memoryview(arr)[at:at + _ZSTD_STEP])
