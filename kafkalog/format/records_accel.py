@@ -194,6 +194,8 @@ def decode_v2_kernel(buf, dbuf, b_src, b_start, b_end, b_count, b_base_offset, b
             od, p = _varint(src, p, rend)
             if p < 0:
                 return REC_VARINT, b, rec_start, i, nh
+            # Key and value are written out rather than shared through an inlined helper: the
+            # helper measured ~10% slower (returning four values per field), A/B in one run.
             klen, p = _varint(src, p, rend)
             if p < 0:
                 return REC_VARINT, b, rec_start, i, nh
