@@ -41,6 +41,13 @@ _EMPTY = _readonly(np.zeros(1, dtype=np.uint8))
 _LOCAL = threading.local()
 
 
+def _pool_empty(n: int, dtype) -> np.ndarray:
+    """An uninitialised array in Arrow's memory pool (mimalloc/jemalloc): freed tables' memory is
+    reused across calls and threads, where fresh numpy allocations page-fault on first touch."""
+    dtype = np.dtype(dtype)
+    return np.frombuffer(pa.allocate_buffer(max(n, 1) * dtype.itemsize), dtype=dtype, count=n)
+
+
 def _thread_buffer() -> OutputBuffer:
     """This thread's decompression buffer, reused window after window (the kernel copies out of it)."""
     out = getattr(_LOCAL, "out", None)
@@ -222,16 +229,16 @@ def decode_accel(buf: np.ndarray, h: HeaderArrays, pid: PartitionId, *, path=Non
     cap = int((b_end - b_start).sum())
     if cap > _INT32_MAX:
         cap = _INT32_MAX
-    out_offset = np.empty(n, np.int64)
-    out_ts = np.empty(n, np.int64)
-    key_off = np.empty(n + 1, np.int32)
-    val_off = np.empty(n + 1, np.int32)
+    out_offset = _pool_empty(n, np.int64)
+    out_ts = _pool_empty(n, np.int64)
+    key_off = _pool_empty(n + 1, np.int32)
+    val_off = _pool_empty(n + 1, np.int32)
     key_valid = np.empty(n, np.uint8)
     val_valid = np.empty(n, np.uint8)
     hdr_count = np.empty(n, np.int32)
     hdr_pos = np.empty(n, np.int64)
-    key_data = np.empty(cap, np.uint8)
-    val_data = np.empty(cap, np.uint8)
+    key_data = _pool_empty(cap, np.uint8)
+    val_data = _pool_empty(cap, np.uint8)
     log_append = (h.attributes & rb.TIMESTAMP_TYPE_MASK) != 0
     status, bad_b, bad_pos, written, nh = acc.decode_v2_kernel(
         _readonly(buf), dbuf, b_src, b_start, b_end, counts, h.baseOffset, h.baseTimestamp, h.maxTimestamp,

@@ -8,7 +8,9 @@ numba's on-disk cache (NUMBA_CACHE_DIR) is hit in new processes.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 # status codes of the record walk
 REC_OK = 0
@@ -26,6 +28,24 @@ REC_OVERFLOW = 11       # output buffer too small (more than 2 GiB of keys or va
 
 # must match file_records
 _OK_END, _OK_WINDOW, _ERR_SIZE_SMALL, _ERR_TRUNCATED, _ERR_V2_SMALL, _ERR_LEGACY_SMALL, _ERR_MAGIC, _ERR_COUNT = range(8)
+
+
+@intrinsic
+def copy_bytes(typingctx, dst, dst_offset, src, src_offset, count):
+    """memcpy(dst + dst_offset, src + src_offset, count) for uint8 arrays, bounds checked by the caller.
+
+    LLVM's memcpy; numba's slice assignment costs ~4x more for the short copies of keys and values
+    (69 ms vs 17 ms for 1M records of 16 + 100 bytes)."""
+    sig = types.void(dst, types.intp, src, types.intp, types.intp)
+
+    def codegen(context, builder, signature, args):
+        d, d_off, s, s_off, n = args
+        dst_array = context.make_array(signature.args[0])(context, builder, d)
+        src_array = context.make_array(signature.args[2])(context, builder, s)
+        cgutils.raw_memcpy(builder, builder.gep(dst_array.data, [d_off]), builder.gep(src_array.data, [s_off]), n, 1)
+        return context.get_dummy_value()
+
+    return sig, codegen
 
 
 @njit(cache=True, inline="always")
@@ -204,7 +224,7 @@ def decode_v2_kernel(buf, dbuf, b_src, b_start, b_end, b_count, b_base_offset, b
                     return REC_KEY, b, rec_start, i, nh
                 if kd + klen > kcap:
                     return REC_OVERFLOW, b, rec_start, i, nh
-                key_data[kd:kd + klen] = src[p:p + klen]
+                copy_bytes(key_data, kd, src, p, klen)
                 kd += klen
                 p += klen
                 key_valid[i] = 1
@@ -221,7 +241,7 @@ def decode_v2_kernel(buf, dbuf, b_src, b_start, b_end, b_count, b_base_offset, b
                     return REC_VALUE, b, rec_start, i, nh
                 if vd + vlen > vcap:
                     return REC_OVERFLOW, b, rec_start, i, nh
-                val_data[vd:vd + vlen] = src[p:p + vlen]
+                copy_bytes(val_data, vd, src, p, vlen)
                 vd += vlen
                 p += vlen
                 val_valid[i] = 1
@@ -275,15 +295,13 @@ def headers_kernel(buf, dbuf, rec_src, hdr_count, hdr_pos, list_off, hk_off, hk_
         p = hdr_pos[i]
         for _ in range(hdr_count[i]):
             hkl, p = _varint(src, p, src.shape[0])
-            for j in range(hkl):
-                hk_data[kd + j] = src[p + j]
+            copy_bytes(hk_data, kd, src, p, hkl)
             kd += hkl
             p += hkl
             hk_off[h + 1] = kd
             hvl, p = _varint(src, p, src.shape[0])
             if hvl >= 0:
-                for j in range(hvl):
-                    hv_data[vd + j] = src[p + j]
+                copy_bytes(hv_data, vd, src, p, hvl)
                 vd += hvl
                 p += hvl
                 hv_valid[h] = 1
