@@ -216,8 +216,16 @@ def _lz4_hc(descriptor: bytes) -> int:
     return hc
 
 
+# The frame header Kafka's producers write (FLG 0x60, BD 0x40), with the correct and the magic-0 checksum.
+_KAFKA_LZ4_HEADER = LZ4_MAGIC + bytes([LZ4_FLG, LZ4_BD, 0x82])
+_KAFKA_LZ4_HEADER_V0 = LZ4_MAGIC + bytes([LZ4_FLG, LZ4_BD, 0x1A])
+
+
 def _unlz4(data, out: OutputBuffer, at: int, max_bytes: int, magic: int) -> int:
-    if len(data) < 7 or bytes(data[:4]) != LZ4_MAGIC:
+    head = bytes(data[:7])
+    if head == _KAFKA_LZ4_HEADER or (magic == 0 and head == _KAFKA_LZ4_HEADER_V0):
+        return _lz4_blocks(data, 7, out, at, max_bytes, LZ4_BLOCK_SIZES[4])    # the usual frame: no parsing
+    if len(data) < 7 or head[:4] != LZ4_MAGIC:
         raise DecompressionError("lz4: payload does not start with the LZ4 frame magic 04 22 4D 18")
     flg, bd = data[4], data[5]
     if flg & LZ4_FLG_RESERVED or bd & LZ4_BD_RESERVED:
@@ -251,7 +259,11 @@ def _unlz4(data, out: OutputBuffer, at: int, max_bytes: int, magic: int) -> int:
         if not d.eof:
             raise DecompressionError("lz4: frame is truncated")
         return _put(out, at, result)
-    pos += 1
+    return _lz4_blocks(data, pos + 1, out, at, max_bytes, block_max)
+
+
+def _lz4_blocks(data, pos: int, out: OutputBuffer, at: int, max_bytes: int, block_max: int) -> int:
+    """The blocks of a frame without checksums, from ``pos`` to the end mark."""
     start = at
     end = len(data)
     while True:

@@ -188,20 +188,22 @@ def decode_accel(buf: np.ndarray, h: HeaderArrays, pid: PartitionId, *, path=Non
         out = _thread_buffer()
         at = 0
         total = 0
+        mv = memoryview(buf)
+        codecs_, starts, ends = codec.tolist(), b_start.tolist(), b_end.tolist()   # plain ints: a tight loop
         for b in range(nb):
             if budget is not None and b > 0 and total > budget:
                 nb = b
                 h = h.head(nb)
                 codec, b_src, b_start, b_end = codec[:nb], b_src[:nb], b_start[:nb], b_end[:nb]
                 break
-            if codec[b] == 0:
-                total += int(b_end[b] - b_start[b])
+            c = codecs_[b]
+            if c == 0:
+                total += ends[b] - starts[b]
                 continue
             pos = int(h.position[b])
             try:
-                ref.check_codec(int(codec[b]), 2)
-                end = decompress_into(int(codec[b]), buf[int(b_start[b]):int(b_end[b])], out, at, magic=2,
-                                      max_bytes=max_batch_bytes)
+                ref.check_codec(c, 2)
+                end = decompress_into(c, mv[starts[b]:ends[b]], out, at, magic=2, max_bytes=max_batch_bytes)
             except KafkalogError as e:
                 if b > 0:   # an error in an earlier batch comes first, in file order
                     decode_accel(buf, h.head(b), pid, path=path, verify_crc=verify_crc, max_batch_bytes=max_batch_bytes)
