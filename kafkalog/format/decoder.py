@@ -48,6 +48,16 @@ def _pool_empty(n: int, dtype) -> np.ndarray:
     return np.frombuffer(pa.allocate_buffer(max(n, 1) * dtype.itemsize), dtype=dtype, count=n)
 
 
+def _fit(data: np.ndarray, used: int) -> np.ndarray:
+    """The first ``used`` bytes, copied to a buffer of their own when they fill less than half of it:
+    an Arrow slice would keep the whole upper-bound allocation alive for the table's lifetime."""
+    if used >= len(data) // 2:
+        return data[:used]
+    fitted = _pool_empty(used, np.uint8)
+    fitted[:] = data[:used]
+    return fitted
+
+
 def _thread_buffer() -> OutputBuffer:
     """This thread's decompression buffer, reused window after window (the kernel copies out of it)."""
     out = getattr(_LOCAL, "out", None)
@@ -254,8 +264,8 @@ def decode_accel(buf: np.ndarray, h: HeaderArrays, pid: PartitionId, *, path=Non
         raise InvalidRecordError(f"{msg} (byte {int(bad_pos - b_start[bad_b])} of the decompressed records of the batch)",
                                  path=path, position=batch_pos)
     kd, vd = int(key_off[n]) if n else 0, int(val_off[n]) if n else 0
-    key = _binary(n, key_off, key_data[:kd], key_valid)
-    value = _binary(n, val_off, val_data[:vd], val_valid)
+    key = _binary(n, key_off, _fit(key_data, kd), key_valid)
+    value = _binary(n, val_off, _fit(val_data, vd), val_valid)
     headers = _headers_accel(buf, dbuf, b_src, counts, hdr_count, hdr_pos, nh, cap, n)
     ts_type = np.repeat(log_append.astype(np.int32), counts)
     return _assemble(n, pid, key, value, out_offset, out_ts, ts_type, headers, _batch_columns(h, counts)), nb
