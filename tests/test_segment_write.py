@@ -76,3 +76,11 @@ def test_threaded_windows_for_every_codec(tmp_path, compression):
     one = segment.read_segment(log, threads=1, window_bytes=32 << 10)
     for _ in range(3):
         assert segment.read_segment(log, threads=4, window_bytes=32 << 10).equals(one)
+
+
+def test_public_api_at_package_top(tmp_path):
+    import kafkalog
+    log = kafkalog.write_segment(tmp_path / "t-0", _table(50))
+    assert kafkalog.read_segment(log).num_rows == 50
+    assert sum(b.num_rows for b in kafkalog.iter_segment(log)) == 50
+    assert kafkalog.scan_batches(log).valid_bytes == log.stat().st_size
