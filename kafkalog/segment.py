@@ -217,7 +217,10 @@ def _group_rows(table: pa.Table, *, keep_batches: bool, batch_bytes: int) -> Lis
     """Row indexes per batch: the table's own batches (by batchPosition/baseOffset) or new ones."""
     n = table.num_rows
     if keep_batches:
-        ident = _column(table, "batchPosition") if "batchPosition" in table.column_names else _column(table, "baseOffset")
+        # A batch is identified by its position, base and last offset together: tables concatenated
+        # from several segments repeat positions.
+        names = [c for c in ("batchPosition", "baseOffset", "lastOffset") if c in table.column_names]
+        ident = list(zip(*(_column(table, c) for c in names)))
         groups: List[List[int]] = []
         for i in range(n):
             if i and ident[i] == ident[i - 1]:
@@ -245,6 +248,10 @@ def encode_records(table: pa.Table, *, compression=None, magic: int = 2, batch_b
     With batch-level columns (baseOffset, lastOffset, producerId, … as read_segment returns them)
     each batch is re-encoded keeping its header fields and codec; otherwise records are grouped into
     new batches of about ``batch_bytes``. ``compression`` (name or id) overrides the codec.
+
+    A record table cannot carry batches without records (the cleaner's empty batches): they have no
+    rows. Code that must keep them (compaction's write-back) encodes them with
+    ``record_batch.encode_batch([], base_offset=…, last_offset_delta=…, …)``.
     """
     if "offset" not in table.column_names:
         raise ValueError("records need an 'offset' column")
@@ -259,9 +266,13 @@ def encode_records(table: pa.Table, *, compression=None, magic: int = 2, batch_b
     for rows in _group_rows(table, keep_batches=keep, batch_bytes=batch_bytes):
         first = rows[0]
         if magic in (0, 1):
-            codec = forced_codec if forced_codec is not None else 0
+            row_codec = table.column("codec")[first].as_py() if keep and "codec" in table.column_names else 0
+            codec = forced_codec if forced_codec is not None else (row_codec if row_codec in (0, 1, 2, 3) else 0)
+            row_type = table.column("timestampType")[first].as_py() if "timestampType" in table.column_names else 0
             recs = [(offsets[i], ts[i], keys[i], values[i]) for i in rows]
-            out.append(legacy.encode_message_set(recs, magic=magic, codec=codec))
+            log_append = magic == 1 and (timestamp_type == rb.LOG_APPEND_TIME or (keep and row_type == 1))
+            out.append(legacy.encode_message_set(recs, magic=magic, codec=codec,
+                                                 log_append_time=max(ts[i] for i in rows) if log_append else None))
             continue
         records = [rb.V2Record(offsets[i], ts[i], keys[i], values[i],
                                [(h["key"], h["value"]) for h in (headers[i] or [])]) for i in rows]

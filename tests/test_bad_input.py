@@ -170,7 +170,7 @@ BAD_RECORDS = {
     "varint-too-long": b"\xff\xff\xff\xff\xff\xff\x01",
     "length-past-batch": b"\x40" + b"\x00" * 7,                       # length 32, 7 bytes follow
     "key-past-record": b"\x0e\x00\x00\x00\x40abc\x00\x00",            # key length 32 in a 7-byte body
-    "negative-key-length": b"\x0c\x00\x00\x00\x03\x00\x00",             # key length -2
+    "negative-header-key-length": b"\x0e\x00\x00\x00\x01\x01\x02\x03",  # one header, key length -2
     "negative-header-count": b"\x0a\x00\x00\x00\x01\x01\x01",          # headers -1
     "body-longer-than-fields": b"\x0e\x00\x00\x00\x01\x01\x00\x00",    # 7 declared, 6 used
     "records-remaining": b"\x0c\x00\x00\x00\x01\x01\x00" + b"\x0c\x00\x00\x00\x01\x01\x00",

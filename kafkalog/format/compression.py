@@ -148,12 +148,16 @@ def _put(out: OutputBuffer, at: int, data) -> int:
 def _gunzip(data, out: OutputBuffer, at: int, max_bytes: int) -> int:
     start = at
     rest = data
+    first = True
     while True:
         d = zlib.decompressobj(16 + zlib.MAX_WBITS)
         try:
             chunk = d.decompress(rest, max_bytes - (at - start) + 1)
         except zlib.error as e:
+            if not first:    # GZIPInputStream ends the stream at trailing bytes that are not a member
+                return at
             raise DecompressionError(f"gzip: {e}") from None
+        first = False
         if at - start + len(chunk) > max_bytes:
             raise _too_big(GZIP, max_bytes)
         at = _put(out, at, chunk)
@@ -173,7 +177,9 @@ def _unsnappy(data, out: OutputBuffer, at: int, max_bytes: int) -> int:
     end = len(data)
     while pos + 4 <= end:
         (length,) = struct.unpack_from(">i", data, pos)
-        if length == _XERIAL_MAGIC_AS_LENGTH and bytes(data[pos:pos + 8]) == XERIAL_MAGIC:
+        if length == _XERIAL_MAGIC_AS_LENGTH:
+            if bytes(data[pos:pos + 8]) != XERIAL_MAGIC:
+                break          # snappy-java ends the stream here
             if pos + XERIAL_HEADER_SIZE > end:
                 raise DecompressionError("snappy: truncated concatenated stream header")
             version, _ = struct.unpack_from(">ii", data, pos + 8)
@@ -243,12 +249,13 @@ def _unlz4(data, out: OutputBuffer, at: int, max_bytes: int, magic: int) -> int:
     expected_hc = _lz4_hc(bytes(data[4:pos]))
     if magic >= 1 and data[pos] != expected_hc:
         raise DecompressionError("lz4: stream frame descriptor corrupted (header checksum)")
-    if flg & (LZ4_FLG_BLOCK_CHECKSUM | LZ4_FLG_CONTENT_CHECKSUM):
-        # Third-party frames with checksums: python-lz4's frame decoder verifies them. A magic-0
-        # frame's broken header checksum is corrected first (Kafka skips it for magic 0).
-        frame = bytes(data)
-        if frame[pos] != expected_hc:
-            frame = frame[:pos] + bytes([expected_hc]) + frame[pos + 1:]
+    if flg & LZ4_FLG_BLOCK_CHECKSUM:
+        # Third-party frames with block checksums: python-lz4's frame decoder verifies them, as Kafka
+        # does. Kafka skips the content size and does not verify the content checksum, so the frame
+        # is re-headed without those flags (and with a correct header checksum, which Kafka skips
+        # for magic 0) before it is handed over.
+        flg2 = flg & ~(LZ4_FLG_CONTENT_SIZE | LZ4_FLG_CONTENT_CHECKSUM)
+        frame = LZ4_MAGIC + bytes([flg2, bd, _lz4_hc(bytes([flg2, bd]))]) + bytes(data[pos + 1:])
         try:
             d = lz4.frame.LZ4FrameDecompressor()
             result = d.decompress(frame, max_length=max_bytes + 1)

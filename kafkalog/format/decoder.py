@@ -22,6 +22,9 @@ from .schema import HEADER_TYPE, HEADERS_TYPE, RECORD_SCHEMA, TIMESTAMP_TYPE
 
 _INT32_MAX = (1 << 31) - 1
 MIN_RECORD_SIZE = rb.MIN_RECORD_SIZE
+# Record data decoded by one call, at most: Arrow binary offsets are int32, so one RecordBatch must
+# stay well below 2 GiB of keys (or values); a single larger batch cannot be split and is refused.
+MAX_DECODE_BYTES = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -137,11 +140,17 @@ def empty_record_batch() -> pa.RecordBatch:
 # --- reference engine ----------------------------------------------------------------------
 
 def decode_reference(buf, h: HeaderArrays, pid: PartitionId, *, path=None, verify_crc: bool = True,
-                     max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES) -> pa.RecordBatch:
+                     max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES, budget: Optional[int] = None):
+    """Decode a prefix of ``h`` holding at most ``budget`` bytes of keys and values (at least one
+    batch). Returns (RecordBatch, number of batches consumed)."""
+    budget = MAX_DECODE_BYTES if budget is None else min(budget, MAX_DECODE_BYTES)
+    max_batch_bytes = min(max_batch_bytes, MAX_DECODE_BYTES)
     rows: List[ref.RecordRow] = []
-    counts = np.zeros(len(h), dtype=np.int64)
+    nb = len(h)
+    counts = np.zeros(nb, dtype=np.int64)
     base_offsets = h.baseOffset.copy()
-    for b in range(len(h)):
+    total = 0
+    for b in range(nb):
         pos = int(h.position[b])
         if h.magic[b] == 2:
             _, batch_rows = ref.decode_v2_batch(buf, pos, path=path, max_batch_bytes=max_batch_bytes)
@@ -150,14 +159,21 @@ def decode_reference(buf, h: HeaderArrays, pid: PartitionId, *, path=None, verif
                                                      max_batch_bytes=max_batch_bytes)
             batch_rows = ref.legacy_rows(wrapper, inner)
             base_offsets[b] = batch_rows[0].offset   # a wrapper's base offset is its first inner offset
+        size = sum(len(r.key or b"") + len(r.value or b"") for r in batch_rows)
+        if b > 0 and total + size > budget:
+            nb = b
+            break
+        total += size
         rows.extend(batch_rows)
         counts[b] = len(batch_rows)
+    h = h.head(nb)
+    counts = counts[:nb]
     n = len(rows)
     header_rows = [[{"key": k, "value": v} for k, v in r.headers] for r in rows]
-    batch_cols = _batch_columns(HeaderArrays(h.position, h.size, base_offsets, *[getattr(h, f) for f in (
+    batch_cols = _batch_columns(HeaderArrays(h.position, h.size, base_offsets[:nb], *[getattr(h, f) for f in (
         "lastOffset", "magic", "attributes", "baseTimestamp", "maxTimestamp", "producerId", "producerEpoch",
         "baseSequence", "recordsCount", "partitionLeaderEpoch", "crc")]), counts)
-    return _assemble(
+    batch = _assemble(
         n, pid,
         pa.array([r.key for r in rows], pa.binary()),
         pa.array([r.value for r in rows], pa.binary()),
@@ -167,6 +183,7 @@ def decode_reference(buf, h: HeaderArrays, pid: PartitionId, *, path=None, verif
         pa.array(header_rows, HEADERS_TYPE),
         batch_cols,
     )
+    return batch, nb
 
 
 # --- accelerated engine --------------------------------------------------------------------
@@ -187,44 +204,55 @@ def decode_accel(buf: np.ndarray, h: HeaderArrays, pid: PartitionId, *, path=Non
     from . import records_accel as acc
 
     if len(h) and (h.magic != 2).any():        # legacy data takes the reference path
-        return decode_reference(buf, h, pid, path=path, verify_crc=verify_crc, max_batch_bytes=max_batch_bytes), len(h)
+        return decode_reference(buf, h, pid, path=path, verify_crc=verify_crc, max_batch_bytes=max_batch_bytes,
+                                budget=budget)
+    budget = MAX_DECODE_BYTES if budget is None else min(budget, MAX_DECODE_BYTES)
+    max_batch_bytes = min(max_batch_bytes, MAX_DECODE_BYTES)
     nb = len(h)
     codec = (h.attributes & rb.COMPRESSION_CODEC_MASK).astype(np.int8)
     b_src = np.zeros(nb, dtype=np.int8)
     b_start = h.position + rb.RECORDS_OFFSET
     b_end = h.position + h.size.astype(np.int64)
     dbuf = _EMPTY
-    if codec.any() or budget is not None:
-        out = _thread_buffer()
-        at = 0
-        total = 0
-        mv = memoryview(buf)
-        codecs_, starts, ends = codec.tolist(), b_start.tolist(), b_end.tolist()   # plain ints: a tight loop
-        for b in range(nb):
-            if budget is not None and b > 0 and total > budget:
+    out = _thread_buffer()
+    at = 0
+    total = 0
+    mv = memoryview(buf)
+    codecs_, starts, ends = codec.tolist(), b_start.tolist(), b_end.tolist()   # plain ints: a tight loop
+    empty = h.recordsCount.tolist()
+    for b in range(nb):
+        c = codecs_[b]
+        if empty[b] == 0:
+            # Kafka never reads the payload of a batch that declares no records (DefaultRecordBatch.iterator)
+            b_start[b] = b_end[b] = 0
+            continue
+        if c == 0:
+            if b > 0 and total + ends[b] - starts[b] > budget:
                 nb = b
-                h = h.head(nb)
-                codec, b_src, b_start, b_end = codec[:nb], b_src[:nb], b_start[:nb], b_end[:nb]
                 break
-            c = codecs_[b]
-            if c == 0:
-                total += ends[b] - starts[b]
-                continue
-            pos = int(h.position[b])
-            try:
-                ref.check_codec(c, 2)
-                end = decompress_into(c, mv[starts[b]:ends[b]], out, at, magic=2, max_bytes=max_batch_bytes)
-            except KafkalogError as e:
-                if b > 0:   # an error in an earlier batch comes first, in file order
-                    decode_accel(buf, h.head(b), pid, path=path, verify_crc=verify_crc, max_batch_bytes=max_batch_bytes)
-                raise e.with_location(path=path, position=pos)
-            b_src[b] = 1
-            b_start[b] = at
-            b_end[b] = end
-            total += end - at
-            at = end
-        if at:
-            dbuf = _readonly(out.array[:at])
+            total += ends[b] - starts[b]
+            continue
+        pos = int(h.position[b])
+        try:
+            ref.check_codec(c, 2)
+            end = decompress_into(c, mv[starts[b]:ends[b]], out, at, magic=2, max_bytes=max_batch_bytes)
+        except KafkalogError as e:
+            if b > 0:   # an error in an earlier batch comes first, in file order
+                decode_accel(buf, h.head(b), pid, path=path, verify_crc=verify_crc, max_batch_bytes=max_batch_bytes)
+            raise e.with_location(path=path, position=pos)
+        if b > 0 and total + end - at > budget:
+            nb = b
+            break
+        b_src[b] = 1
+        b_start[b] = at
+        b_end[b] = end
+        total += end - at
+        at = end
+    if nb < len(h):
+        h = h.head(nb)
+        codec, b_src, b_start, b_end = codec[:nb], b_src[:nb], b_start[:nb], b_end[:nb]
+    if at:
+        dbuf = _readonly(out.array[:at])
     counts = h.recordsCount.astype(np.int64)
     # A v2 record takes at least MIN_RECORD_SIZE bytes: a larger count is a lie, and believing it
     # would allocate without bound.
@@ -239,8 +267,10 @@ def decode_accel(buf: np.ndarray, h: HeaderArrays, pid: PartitionId, *, path=Non
                                  position=int(h.position[b]))
     n = int(counts.sum())
     cap = int((b_end - b_start).sum())
-    if cap > _INT32_MAX:
-        cap = _INT32_MAX
+    if cap > _INT32_MAX:   # only a single uncompressed batch near 2 GiB gets here
+        raise InvalidRecordError(f"batch at offset {int(h.baseOffset[0])} holds {cap} bytes of records, more than "
+                                 "one Arrow record batch can carry", path=path, position=int(h.position[0]),
+                                 hint="split the segment with Kafka tools, or read it with a JVM reader")
     out_offset = _pool_empty(n, np.int64)
     out_ts = _pool_empty(n, np.int64)
     key_off = _pool_empty(n + 1, np.int32)
@@ -303,5 +333,6 @@ def decode_window(buf, h: HeaderArrays, pid: PartitionId, *, engine: str, path=N
                   max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES, budget: Optional[int] = None):
     """Decode (a prefix of) ``h``: returns (RecordBatch, number of batches consumed)."""
     if engine == "python":
-        return decode_reference(buf, h, pid, path=path, verify_crc=verify_crc, max_batch_bytes=max_batch_bytes), len(h)
+        return decode_reference(buf, h, pid, path=path, verify_crc=verify_crc, max_batch_bytes=max_batch_bytes,
+                                budget=budget)
     return decode_accel(buf, h, pid, path=path, verify_crc=verify_crc, max_batch_bytes=max_batch_bytes, budget=budget)

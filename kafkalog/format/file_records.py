@@ -22,6 +22,7 @@ from ..errors import (BatchSizeError, CorruptRecordError, CrcMismatchError, Inva
 from . import legacy_record as legacy
 from . import record_batch as rb
 from .schema import BATCH_SCHEMA
+from .varint import wrap_int64
 
 MIN_ENTRY_SIZE = legacy.RECORD_OVERHEAD_V0   # Kafka: "smaller than minimum record overhead (14)"
 
@@ -128,7 +129,7 @@ def _scan_python(buf, start: int, end: int, window: int, out: HeaderArrays):
             out.partitionLeaderEpoch[n] = h[2]
             out.crc[n] = h[4]
             out.attributes[n] = h[5] & 0xFF
-            out.lastOffset[n] = h[0] + h[6]
+            out.lastOffset[n] = wrap_int64(h[0] + h[6])
             out.baseTimestamp[n] = h[7]
             out.maxTimestamp[n] = h[8]
             out.producerId[n] = h[9]

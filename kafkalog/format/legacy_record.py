@@ -23,6 +23,7 @@ from typing import List, Optional, Sequence, Tuple
 
 from ..errors import CrcMismatchError, InvalidRecordError
 from .compression import DEFAULT_MAX_BATCH_BYTES, NONE, compress, decompress
+from .varint import wrap_int64
 
 OFFSET_OFFSET = 0
 SIZE_OFFSET = 8
@@ -93,9 +94,7 @@ def parse_message(buf, pos: int, size: int, offset: int) -> LegacyMessage:
         timestamp = -1
         p = pos + KEY_SIZE_OFFSET_V0
     key, p = _read_bytes(buf, p, end)
-    value, p = _read_bytes(buf, p, end)
-    if p != end:
-        raise InvalidRecordError(f"legacy message declares {size} bytes but its fields take {p - pos}", position=pos)
+    value, p = _read_bytes(buf, p, end)   # bytes after the value are ignored, as LegacyRecord does
     return LegacyMessage(offset, magic, attributes, timestamp, key, value, crc, crc_valid, size)
 
 
@@ -104,9 +103,9 @@ def _read_bytes(buf, p: int, end: int) -> Tuple[Optional[bytes], int]:
         raise InvalidRecordError("legacy message length field runs past the message", position=p)
     (n,) = _I32.unpack_from(buf, p)
     p += 4
-    if n == -1:
+    if n < 0:                       # LegacyRecord.sizeDelimited: any negative size is null
         return None, p
-    if n < 0 or p + n > end:
+    if p + n > end:
         raise InvalidRecordError(f"legacy message field of {n} bytes does not fit the message", position=p - 4)
     return bytes(buf[p:p + n]), p + n
 
@@ -125,9 +124,8 @@ def inner_messages(wrapper: LegacyMessage, wrapper_offset: int, *, verify_crc: b
         if size < RECORD_OVERHEAD_V0 or pos + LOG_OVERHEAD + size > end:
             raise InvalidRecordError(f"inner message size {size} does not fit the wrapper", position=pos)
         msg = parse_message(data, pos + LOG_OVERHEAD, size, offset)
-        if msg.magic != wrapper.magic:
-            raise InvalidRecordError(f"inner message magic {msg.magic} differs from the wrapper's {wrapper.magic}",
-                                     position=pos)
+        # Inner magic may differ from the wrapper's (KAFKA-4298 wrote v0 messages into v1 wrappers):
+        # Kafka's iterator does not insist on a match, and offsets follow the wrapper's magic.
         if msg.codec != NONE:
             raise InvalidRecordError("inner message of a compressed wrapper is itself compressed", position=pos)
         if verify_crc and not msg.crc_valid:
@@ -144,8 +142,8 @@ def inner_messages(wrapper: LegacyMessage, wrapper_offset: int, *, verify_crc: b
         return [(m.offset, m) for m in inner]
     if wrapper_offset < last_inner:
         raise InvalidRecordError(f"wrapper offset {wrapper_offset} is below its last inner offset {last_inner}")
-    base = wrapper_offset - last_inner
-    return [(base + m.offset, m) for m in inner]
+    base = wrap_int64(wrapper_offset - last_inner)
+    return [(wrap_int64(base + m.offset), m) for m in inner]
 
 
 # --- writing ---------------------------------------------------------------------------------

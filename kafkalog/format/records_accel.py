@@ -141,8 +141,7 @@ def _varint(buf, p, end):
         p += 1
         raw |= (b & np.uint64(0x7F)) << shift
         if b < np.uint64(0x80):
-            if raw > np.uint64(0xFFFFFFFF):
-                return np.int64(0), np.int64(-1)
+            raw &= np.uint64(0xFFFFFFFF)          # Java int: bits beyond 32 are dropped
             return np.int64(raw >> np.uint64(1)) ^ -np.int64(raw & np.uint64(1)), p
         shift += np.uint64(7)
     return np.int64(0), np.int64(-1)
@@ -160,8 +159,6 @@ def _varlong(buf, p, end):
             return np.int64(0), np.int64(-1)
         b = np.uint64(buf[p])
         p += 1
-        if i == 9 and b > np.uint64(1):
-            return np.int64(0), np.int64(-1)
         raw |= (b & np.uint64(0x7F)) << shift
         if b < np.uint64(0x80):
             return np.int64(raw >> np.uint64(1)) ^ -np.int64(raw & np.uint64(1)), p
@@ -228,10 +225,8 @@ def decode_v2_kernel(buf, dbuf, b_src, b_start, b_end, b_count, b_base_offset, b
                 kd += klen
                 p += klen
                 key_valid[i] = 1
-            elif klen == -1:
+            else:                                   # any negative length is null, as in Kafka
                 key_valid[i] = 0
-            else:
-                return REC_KEY, b, rec_start, i, nh
             key_off[i + 1] = kd
             vlen, p = _varint(src, p, rend)
             if p < 0:
@@ -245,10 +240,8 @@ def decode_v2_kernel(buf, dbuf, b_src, b_start, b_end, b_count, b_base_offset, b
                 vd += vlen
                 p += vlen
                 val_valid[i] = 1
-            elif vlen == -1:
-                val_valid[i] = 0
             else:
-                return REC_VALUE, b, rec_start, i, nh
+                val_valid[i] = 0
             val_off[i + 1] = vd
             hc, p = _varint(src, p, rend)
             if p < 0:
@@ -267,7 +260,7 @@ def decode_v2_kernel(buf, dbuf, b_src, b_start, b_end, b_count, b_base_offset, b
                 hvl, p = _varint(src, p, rend)
                 if p < 0:
                     return REC_VARINT, b, rec_start, i, nh
-                if hvl < -1 or p + max(hvl, 0) > rend:
+                if p + max(hvl, 0) > rend:             # a negative header value length is null
                     return REC_HEADER_VALUE, b, rec_start, i, nh
                 p += max(hvl, 0)
             nh += hc

@@ -12,7 +12,7 @@ from ..errors import CrcMismatchError, InvalidRecordError, KafkalogError, Unknow
 from . import legacy_record as legacy
 from . import record_batch as rb
 from .compression import CODEC_NAMES, decompress
-from .varint import read_varint, read_varlong
+from .varint import read_varint, read_varlong, wrap_int64
 
 
 @dataclass
@@ -84,22 +84,25 @@ def _parse_record(payload, p: int, end: int, header: rb.BatchHeader, log_append:
     if p != rend:
         raise InvalidRecordError(f"invalid record size: expected {length} bytes, read {p - (rend - length)}",
                                  position=start)
-    ts = header.max_timestamp if log_append else header.base_timestamp + ts_delta
-    rows.append(RecordRow(header.base_offset + offset_delta, ts, header.timestamp_type, key, value, headers))
+    ts = header.max_timestamp if log_append else wrap_int64(header.base_timestamp + ts_delta)
+    rows.append(RecordRow(wrap_int64(header.base_offset + offset_delta), ts, header.timestamp_type, key, value,
+                          headers))
     return p
 
 
 def _read_field(payload, p: int, end: int, what: str, start: int):
     n, p = read_varint(payload, p, end)
-    if n == -1:
+    if n < 0:                       # any negative length is null (DefaultRecord.readFrom)
         return None, p
-    if n < -1 or p + n > end:
+    if p + n > end:
         raise InvalidRecordError(f"invalid {what} length {n}", position=start)
     return bytes(payload[p:p + n]), p + n
 
 
 def decode_v2_batch(buf, position: int, *, path=None, max_batch_bytes: int) -> Tuple[rb.BatchHeader, List[RecordRow]]:
     header = rb.parse_header(buf, position)
+    if header.records_count == 0:
+        return header, []      # Kafka never reads the payload of a batch that declares no records
     check_codec(header.codec, 2, path=path, position=position)
     raw = memoryview(buf)[position + rb.RECORDS_OFFSET:position + header.size_in_bytes]
     try:

@@ -13,6 +13,11 @@ INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
+def wrap_int64(x: int) -> int:
+    """Java long arithmetic: wrap to a signed 64-bit value (offsets and timestamps near the limits)."""
+    return ((x + (1 << 63)) & 0xFFFFFFFFFFFFFFFF) - (1 << 63)
+
+
 def _read_unsigned(buf, pos: int, end: int, max_bytes: int) -> tuple[int, int]:
     value = 0
     shift = 0
@@ -29,18 +34,19 @@ def _read_unsigned(buf, pos: int, end: int, max_bytes: int) -> tuple[int, int]:
 
 
 def read_varint(buf, pos: int, end: int | None = None) -> tuple[int, int]:
-    """Decode a zigzag int32 at ``pos``; returns (value, next position)."""
+    """Decode a zigzag int32 at ``pos``; returns (value, next position).
+
+    As ByteUtils.readVarint: a 5th byte with its high bit set is an error; bits beyond 32 in the
+    5th byte are dropped (Java int arithmetic), not rejected."""
     raw, pos = _read_unsigned(buf, pos, len(buf) if end is None else end, MAX_VARINT_BYTES)
-    if raw > 0xFFFFFFFF:
-        raise InvalidRecordError("varint does not fit 32 bits", position=pos - 1)
+    raw &= 0xFFFFFFFF
     return (raw >> 1) ^ -(raw & 1), pos
 
 
 def read_varlong(buf, pos: int, end: int | None = None) -> tuple[int, int]:
-    """Decode a zigzag int64 at ``pos``; returns (value, next position)."""
+    """Decode a zigzag int64 at ``pos``; returns (value, next position). Bits beyond 64 are dropped."""
     raw, pos = _read_unsigned(buf, pos, len(buf) if end is None else end, MAX_VARLONG_BYTES)
-    if raw > 0xFFFFFFFFFFFFFFFF:
-        raise InvalidRecordError("varlong does not fit 64 bits", position=pos - 1)
+    raw &= 0xFFFFFFFFFFFFFFFF
     return (raw >> 1) ^ -(raw & 1), pos
 
 
