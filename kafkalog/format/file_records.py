@@ -89,7 +89,10 @@ class ScanResult:
 
     path: Optional[str]
     batches: pa.Table                   # BATCH_SCHEMA
-    valid_bytes: int                    # end of the last valid batch (Kafka's recovery truncation point)
+    # End of the last valid batch: where Kafka's recovery truncates, with one difference: a batch
+    # whose magic byte is > 2 stops our walk (UnknownMagicError) while Kafka's file walker treats it
+    # as v2 and, since the CRC does not cover the magic byte, keeps it.
+    valid_bytes: int
     file_size: int
     error: Optional[KafkalogError] = None   # the first invalid thing, when on_corrupt="stop"
     headers: Optional[HeaderArrays] = field(default=None, repr=False)
