@@ -127,43 +127,37 @@ def scan_kernel(buf, start, end, window, position, size, base_offset, last_offse
 
 
 @njit(cache=True, inline="always")
-def _varint(buf, p, end):
-    """Zigzag varint (max 5 bytes, fits 32 bits). Returns (value, next p); next p = -1 on error."""
+def _zigzag(buf, p, end, max_bytes, mask):
+    """Zigzag LEB128 at ``p`` of at most ``max_bytes`` bytes; bits beyond ``mask`` are dropped, as
+    Java's int/long arithmetic drops them. Returns (value, next p); next p = -1 on error."""
     if p < end and buf[p] < 0x80:
         b0 = np.int64(buf[p])
         return (b0 >> 1) ^ -(b0 & 1), p + 1
     raw = np.uint64(0)
     shift = np.uint64(0)
-    for _ in range(5):
+    for _ in range(max_bytes):
         if p >= end:
             return np.int64(0), np.int64(-1)
         b = np.uint64(buf[p])
         p += 1
         raw |= (b & np.uint64(0x7F)) << shift
         if b < np.uint64(0x80):
-            raw &= np.uint64(0xFFFFFFFF)          # Java int: bits beyond 32 are dropped
+            raw &= mask
             return np.int64(raw >> np.uint64(1)) ^ -np.int64(raw & np.uint64(1)), p
         shift += np.uint64(7)
     return np.int64(0), np.int64(-1)
 
 
 @njit(cache=True, inline="always")
+def _varint(buf, p, end):
+    """ByteUtils.readVarint: at most 5 bytes, 32 bits."""
+    return _zigzag(buf, p, end, 5, np.uint64(0xFFFFFFFF))
+
+
+@njit(cache=True, inline="always")
 def _varlong(buf, p, end):
-    if p < end and buf[p] < 0x80:
-        b0 = np.int64(buf[p])
-        return (b0 >> 1) ^ -(b0 & 1), p + 1
-    raw = np.uint64(0)
-    shift = np.uint64(0)
-    for i in range(10):
-        if p >= end:
-            return np.int64(0), np.int64(-1)
-        b = np.uint64(buf[p])
-        p += 1
-        raw |= (b & np.uint64(0x7F)) << shift
-        if b < np.uint64(0x80):
-            return np.int64(raw >> np.uint64(1)) ^ -np.int64(raw & np.uint64(1)), p
-        shift += np.uint64(7)
-    return np.int64(0), np.int64(-1)
+    """ByteUtils.readVarlong: at most 10 bytes, 64 bits."""
+    return _zigzag(buf, p, end, 10, np.uint64(0xFFFFFFFFFFFFFFFF))
 
 
 @njit(cache=True, nogil=True)
