@@ -6,6 +6,7 @@ Windows keep memory bounded: a 1 GB segment is decoded as a stream of RecordBatc
 """
 from __future__ import annotations
 
+import dataclasses
 import threading
 from dataclasses import dataclass
 from typing import List, Optional
@@ -170,9 +171,7 @@ def decode_reference(buf, h: HeaderArrays, pid: PartitionId, *, path=None, verif
     counts = counts[:nb]
     n = len(rows)
     header_rows = [[{"key": k, "value": v} for k, v in r.headers] for r in rows]
-    batch_cols = _batch_columns(HeaderArrays(h.position, h.size, base_offsets[:nb], *[getattr(h, f) for f in (
-        "lastOffset", "magic", "attributes", "baseTimestamp", "maxTimestamp", "producerId", "producerEpoch",
-        "baseSequence", "recordsCount", "partitionLeaderEpoch", "crc")]), counts)
+    batch_cols = _batch_columns(dataclasses.replace(h, baseOffset=base_offsets[:nb]), counts)
     batch = _assemble(
         n, pid,
         pa.array([r.key for r in rows], pa.binary()),
