@@ -863,22 +863,37 @@ class Dumper:
             raise KafkalogError(f"cannot verify the index: its log {log_path} does not exist", path=path)
         return None, self._warning(f"{log_path} not found; the entries of {path} are not checked against it")
 
+    def _load_index(self, path: str, s: FileSummary, suffix: str, entry_size: int, parse, kind: str):
+        """An index file as Kafka counts it (length / entry size, zero slots included) and, when its
+        size is not a multiple of the entry size, the error to report."""
+        base = _base_offset_or_raise(path, suffix)
+        s.base_offset = base
+        data = Path(path).read_bytes()
+        whole = len(data) - len(data) % entry_size
+        s.valid_bytes, s.invalid_bytes = whole, len(data) - whole
+        index = parse(data[:whole], base, path=path, stop_at_zero_slot=False)
+        size_error = None
+        if whole != len(data):
+            size_error = CorruptIndexError(
+                f"{kind} index file size {len(data)} bytes is not a multiple of the entry size {entry_size} "
+                f"({len(data) - whole} trailing bytes)", path=path, position=whole,
+                hint="Kafka counts only the whole entries; rebuild the index from its .log")
+        return index, size_error
+
+    def _sanity_check(self, index, path: str, size_error) -> Line:
+        """--index-sanity-check: Kafka's sanityCheck() (a size error counts as failing it)."""
+        if size_error is not None:
+            raise size_error
+        index.sanity_check(path)
+        return (self._obj({"type": "sanity_check", "file": path, "passed": True}) if self.options.json
+                else self._out(f"{path} passed sanity check."))
+
     def _dump_offset_index(self, path: str, s: FileSummary) -> Iterator[Line]:
         from .index.offset_index import parse_offset_index
 
         o = self.options
-        base = _base_offset_or_raise(path, ".index")
-        s.base_offset = base
-        data = Path(path).read_bytes()
-        whole = len(data) - len(data) % OFFSET_ENTRY_SIZE
-        s.valid_bytes, s.invalid_bytes = whole, len(data) - whole
-        index = parse_offset_index(data[:whole], base, path=path, stop_at_zero_slot=False)   # Kafka: length / 8
-        size_error = None
-        if whole != len(data):
-            size_error = CorruptIndexError(
-                f"offset index file size {len(data)} bytes is not a multiple of the entry size {OFFSET_ENTRY_SIZE} "
-                f"({len(data) - whole} trailing bytes)", path=path, position=whole,
-                hint="Kafka counts only the whole entries; rebuild the index from its .log")
+        index, size_error = self._load_index(path, s, ".index", OFFSET_ENTRY_SIZE, parse_offset_index, "offset")
+        base = index.base_offset
         if len(index) == 0:
             if not o.json:
                 yield self._out(f"{path} is empty.")
@@ -886,11 +901,7 @@ class Dumper:
                 yield self._error(s, size_error)
             return
         if o.index_sanity_check:
-            if size_error is not None:
-                raise size_error
-            index.sanity_check(path)
-            yield (self._obj({"type": "sanity_check", "file": path, "passed": True}) if o.json
-                   else self._out(f"{path} passed sanity check."))
+            yield self._sanity_check(index, path, size_error)
             return
         log, warning = self._open_log_for_index(path, s)
         if warning is not None:
@@ -951,24 +962,10 @@ class Dumper:
         from .index.time_index import parse_time_index
 
         o = self.options
-        base = _base_offset_or_raise(path, ".timeindex")
-        s.base_offset = base
-        data = Path(path).read_bytes()
-        whole = len(data) - len(data) % TIME_ENTRY_SIZE
-        s.valid_bytes, s.invalid_bytes = whole, len(data) - whole
-        index = parse_time_index(data[:whole], base, path=path, stop_at_zero_slot=False)
-        size_error = None
-        if whole != len(data):
-            size_error = CorruptIndexError(
-                f"time index file size {len(data)} bytes is not a multiple of the entry size {TIME_ENTRY_SIZE} "
-                f"({len(data) - whole} trailing bytes)", path=path, position=whole,
-                hint="Kafka counts only the whole entries; rebuild the index from its .log")
+        index, size_error = self._load_index(path, s, ".timeindex", TIME_ENTRY_SIZE, parse_time_index, "time")
+        base = index.base_offset
         if o.index_sanity_check:
-            if size_error is not None:
-                raise size_error
-            index.sanity_check(path)
-            yield (self._obj({"type": "sanity_check", "file": path, "passed": True}) if o.json
-                   else self._out(f"{path} passed sanity check."))
+            yield self._sanity_check(index, path, size_error)
             return
         log, warning = (None, None) if len(index) == 0 else self._open_log_for_index(path, s)
         if warning is not None:
