@@ -134,3 +134,11 @@ class OffsetOverflowError(KafkalogError):
     """An offset does not fit a segment's 32-bit relative offset."""
 
     default_hint = "Kafka splits such segments; write the records into a segment with a higher base offset"
+
+
+# --- configuration ---------------------------------------------------------------------------
+
+class ConfigError(KafkalogError):
+    """A Kafka configuration value is invalid (the message names the key and where it came from)."""
+
+    default_hint = "fix the value; the broker would refuse it too (see the key's range in Kafka's docs)"
