@@ -7,10 +7,16 @@ numba's on-disk cache (NUMBA_CACHE_DIR) is hit in new processes.
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
+
+# numba caches compiled kernels beside the source file (or in NUMBA_CACHE_DIR); a module imported
+# from a zip (spark-submit --py-files) has no source file and numba refuses to cache it: compile then.
+_CACHE = os.path.isfile(__file__)
 
 # status codes of the record walk
 REC_OK = 0
@@ -48,20 +54,20 @@ def copy_bytes(typingctx, dst, dst_offset, src, src_offset, count):
     return sig, codegen
 
 
-@njit(cache=True, inline="always")
+@njit(cache=_CACHE, inline="always")
 def _be32(buf, p):
     return np.int32((np.uint32(buf[p]) << 24) | (np.uint32(buf[p + 1]) << 16) | (np.uint32(buf[p + 2]) << 8)
                     | np.uint32(buf[p + 3]))
 
 
-@njit(cache=True, inline="always")
+@njit(cache=_CACHE, inline="always")
 def _be64(buf, p):
     hi = np.uint64(np.uint32(_be32(buf, p)))
     lo = np.uint64(np.uint32(_be32(buf, p + 4)))
     return np.int64((hi << np.uint64(32)) | lo)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=_CACHE, nogil=True)
 def scan_kernel(buf, start, end, window, position, size, base_offset, last_offset, magic, attributes,
                 base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence, records_count,
                 leader_epoch, crc):
@@ -126,7 +132,7 @@ def scan_kernel(buf, start, end, window, position, size, base_offset, last_offse
         pos += 12 + np.int64(sz)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=_CACHE, inline="always")
 def _zigzag(buf, p, end, max_bytes, mask):
     """Zigzag LEB128 at ``p`` of at most ``max_bytes`` bytes; bits beyond ``mask`` are dropped, as
     Java's int/long arithmetic drops them. Returns (value, next p); next p = -1 on error."""
@@ -148,19 +154,19 @@ def _zigzag(buf, p, end, max_bytes, mask):
     return np.int64(0), np.int64(-1)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=_CACHE, inline="always")
 def _varint(buf, p, end):
     """ByteUtils.readVarint: at most 5 bytes, 32 bits."""
     return _zigzag(buf, p, end, 5, np.uint64(0xFFFFFFFF))
 
 
-@njit(cache=True, inline="always")
+@njit(cache=_CACHE, inline="always")
 def _varlong(buf, p, end):
     """ByteUtils.readVarlong: at most 10 bytes, 64 bits."""
     return _zigzag(buf, p, end, 10, np.uint64(0xFFFFFFFFFFFFFFFF))
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=_CACHE, nogil=True)
 def decode_v2_kernel(buf, dbuf, b_src, b_start, b_end, b_count, b_base_offset, b_base_ts, b_max_ts,
                      b_log_append, out_offset, out_ts, key_off, key_data, key_valid, val_off, val_data,
                      val_valid, hdr_count, hdr_pos):
@@ -268,7 +274,7 @@ def decode_v2_kernel(buf, dbuf, b_src, b_start, b_end, b_count, b_base_offset, b
     return REC_OK, -1, 0, i, nh
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=_CACHE, nogil=True)
 def headers_kernel(buf, dbuf, rec_src, hdr_count, hdr_pos, list_off, hk_off, hk_data, hv_off, hv_data, hv_valid):
     """Second pass, only when a chunk has headers: copy header keys and values (already validated)."""
     h = 0
