@@ -23,3 +23,18 @@ def real_fixtures_or_skip() -> Path:
 @pytest.fixture(scope="session")
 def real_fixtures() -> Path:
     return real_fixtures_or_skip()
+
+
+# --- Spark -----------------------------------------------------------------------------------
+# One SparkSession (local[2]) for every Spark test, built the way the jobs build theirs.
+
+@pytest.fixture(scope="session")
+def spark():
+    pytest.importorskip("pyspark", reason="the Spark extra is not installed (pip install -e .[spark])")
+    from udfs.session import build_session
+
+    session = build_session("kafkalog-tests", master="local[2]",
+                            conf={"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
+                                  "spark.sql.shuffle.partitions": "2"})
+    yield session
+    session.stop()

@@ -1,0 +1,164 @@
+"""Carrying out a retention plan on disk the way a broker does (``UnifiedLog.deleteSegments``,
+``LocalLog.deleteSegmentFiles``, ``LeaderEpochFileCache.truncateFromStart``), and removing ``.deleted``
+files once ``file.delete.delay.ms`` has passed.
+
+Order, so that a crash at any point leaves a log a broker loads with no live record lost:
+
+1. check each segment to delete is still what the plan saw (same ``.log`` size); a changed partition
+   is refused, nothing is touched;
+2. if the plan rolls, create the new empty active segment (``<log end offset>.log``, ``.index``,
+   ``.timeindex``, all empty) and fsync the folder — before anything is renamed;
+3. rename every file of each deleted segment, and its producer snapshot, to ``<name>.deleted``; the
+   renamed file's mtime is set to "now", which is when its deletion delay starts; fsync the folder;
+4. truncate ``leader-epoch-checkpoint`` from the start at the new log start offset (atomic rewrite);
+5. (per log dir, by the caller) rewrite ``log-start-offset-checkpoint`` atomically:
+   :func:`updated_log_start_offsets`.
+
+A ``.deleted`` file is removed when now - its mtime >= ``file.delete.delay.ms``; a broker starting on
+the folder removes them all at once, which is also safe.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Mapping, Optional
+
+from .catalog import PartitionState
+from .checkpoint import (LEADER_EPOCH_CHECKPOINT, EpochEntry, fsync_dir, read_leader_epoch_checkpoint,
+                         write_leader_epoch_checkpoint)
+from .errors import KafkalogError
+from .logdir import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, format_segment_file_name
+from .retention import DELETE, RetentionPlan
+
+
+class PlanOutdatedError(KafkalogError):
+    """The partition changed between planning and applying."""
+
+    default_hint = "run the job again: it plans from what is on disk now"
+
+
+# --- data structures -----------------------------------------------------------------------------
+
+@dataclass
+class DeletionResult:
+    """What applying a plan did to one partition folder."""
+
+    renamed: list[str] = field(default_factory=list)        # files now named *.deleted
+    purged: list[str] = field(default_factory=list)         # *.deleted files removed
+    rolled_segment: Optional[str] = None                    # the new empty .log, when rolled
+    leader_epochs_truncated: bool = False
+    bytes_purged: int = 0
+
+
+# --- pure helpers ---------------------------------------------------------------------------------
+
+def truncate_epochs_from_start(entries: Iterable[EpochEntry], start_offset: int) -> list[EpochEntry]:
+    """``LeaderEpochFileCache.truncateFromStart``: drop entries starting at or below ``start_offset``
+    and re-insert the last dropped one as (its epoch, start_offset)."""
+    entries = list(entries)
+    removed = [e for e in entries if e.start_offset <= start_offset]
+    if not removed:
+        return entries
+    kept = [e for e in entries if e.start_offset > start_offset]
+    return [EpochEntry(removed[-1].epoch, start_offset)] + kept
+
+
+def updated_log_start_offsets(current: Mapping[tuple[str, int], int],
+                              changes: Mapping[tuple[str, int], tuple[int, int]]) -> dict[tuple[str, int], int]:
+    """The new ``log-start-offset-checkpoint`` entries: ``changes`` maps a partition to (new log start
+    offset, its first remaining segment's base offset). As ``LogManager.checkpointLogStartOffsetsInDir``
+    writes it, a partition has an entry only when its log start offset is above its first segment's
+    base offset; partitions not in ``changes`` keep theirs."""
+    entries = dict(current)
+    for key, (log_start, first_base) in changes.items():
+        if log_start > first_base:
+            entries[key] = log_start
+        else:
+            entries.pop(key, None)
+    return entries
+
+
+def purge_due(mtime_ms: int, now_ms: int, delay_ms: int) -> bool:
+    """A ``.deleted`` file may go once ``file.delete.delay.ms`` has passed since it was scheduled."""
+    return now_ms - mtime_ms >= delay_ms
+
+
+# --- side effects ---------------------------------------------------------------------------------
+
+def _touch_empty(path: Path) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def apply_plan(state: PartitionState, plan: RetentionPlan, *, now_ms: int) -> DeletionResult:
+    """Steps 1–4 above for one partition. Raises PlanOutdatedError before touching anything if the
+    folder no longer matches the plan."""
+    result = DeletionResult()
+    by_base = {s.base_offset: s for s in state.segments}
+    doomed = [by_base[d.base_offset] for d in plan.decisions if d.decision == DELETE]
+    if not doomed and plan.roll_at is None:
+        return result
+    for seg in doomed:
+        try:
+            size = os.stat(seg.files.log).st_size
+        except FileNotFoundError:
+            raise PlanOutdatedError(f"segment {seg.base_offset} is gone", path=seg.files.log) from None
+        if size != seg.size:
+            raise PlanOutdatedError(f"segment {seg.base_offset} is {size} bytes, the plan saw {seg.size}",
+                                    path=seg.files.log)
+    if plan.roll_at is not None:
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            path = state.path / format_segment_file_name(plan.roll_at, suffix)
+            if path.exists():
+                if path.stat().st_size:
+                    raise PlanOutdatedError(f"cannot roll: {path.name} exists and is not empty", path=path)
+                continue
+            _touch_empty(path)
+        result.rolled_segment = format_segment_file_name(plan.roll_at, LOG_SUFFIX)
+        fsync_dir(state.path)
+    now_s = now_ms / 1000.0
+    for seg in doomed:
+        files = seg.files
+        for path in (files.log, files.index, files.timeindex, files.txnindex, files.snapshot):
+            if path is None:
+                continue
+            target = path.with_name(f"{path.name}.{DELETED_SUFFIX}")
+            os.replace(path, target)
+            os.utime(target, (now_s, now_s))
+            result.renamed.append(target.name)
+    fsync_dir(state.path)
+    if plan.new_log_start_offset > plan.log_start_offset:
+        epoch_file = state.path / LEADER_EPOCH_CHECKPOINT
+        if epoch_file.exists():
+            entries = read_leader_epoch_checkpoint(epoch_file)
+            truncated = truncate_epochs_from_start(entries, plan.new_log_start_offset)
+            if truncated != entries:
+                write_leader_epoch_checkpoint(epoch_file, truncated)
+                result.leader_epochs_truncated = True
+    return result
+
+
+def purge_deleted_files(paths: Iterable[Path], *, now_ms: int, delay_ms: int,
+                        result: Optional[DeletionResult] = None) -> DeletionResult:
+    """Remove the ``*.deleted`` files among ``paths`` whose delay has passed."""
+    result = DeletionResult() if result is None else result
+    touched = set()
+    for path in paths:
+        if not path.name.endswith("." + DELETED_SUFFIX):
+            continue
+        try:
+            stat = path.stat()
+        except FileNotFoundError:
+            continue
+        if purge_due(stat.st_mtime_ns // 1_000_000, now_ms, delay_ms):
+            path.unlink()
+            result.purged.append(path.name)
+            result.bytes_purged += stat.st_size
+            touched.add(path.parent)
+    for directory in touched:
+        fsync_dir(directory)
+    return result

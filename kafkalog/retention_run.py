@@ -1,0 +1,197 @@
+"""One partition's retention run, end to end — load, decide, and (with ``execute``) apply — and the
+per-log-dir finish (``log-start-offset-checkpoint``). The ``kafkalog`` CLI and the Spark job call the
+same two functions; the Spark job only spreads partitions over executors.
+
+Outcomes are plain dicts in the shape of ``OUTCOME_SCHEMA`` (one per partition, its segment decisions
+nested), so they cross the Arrow boundary unchanged. A partition never raises: trouble becomes
+``status: "error"`` with a message naming the file and what to do, and the run goes on.
+"""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Iterable, Optional
+
+import pyarrow as pa
+
+from .catalog import LogDirCheckpoints, PartitionState, load_partition, read_log_dir_checkpoints
+from .checkpoint import LOG_START_OFFSET_CHECKPOINT, read_offset_checkpoint, write_offset_checkpoint
+from .config import KafkaConfigs
+from .errors import KafkalogError
+from .log_deletion import apply_plan, purge_deleted_files, updated_log_start_offsets
+from .logdir import LIVE, parse_partition_dir_name, scan_partition_dir
+from .retention import (HW_MISSING_ZERO, LogState, Segment, plan_retention, resolve_high_watermark)
+
+PLANNED, APPLIED, SKIPPED, ERROR = "planned", "applied", "skipped", "error"
+
+DECISION_TYPE = pa.struct([
+    pa.field("base_offset", pa.int64()),
+    pa.field("size", pa.int64()),
+    pa.field("largest_timestamp_ms", pa.int64()),
+    pa.field("largest_timestamp_source", pa.string()),
+    pa.field("decision", pa.string()),
+    pa.field("rule", pa.string()),
+    pa.field("reason", pa.string()),
+])
+
+OUTCOME_SCHEMA = pa.schema([
+    pa.field("log_dir", pa.string()),
+    pa.field("partition_dir", pa.string()),
+    pa.field("topic", pa.string()),
+    pa.field("partition", pa.int32()),
+    pa.field("status", pa.string()),               # planned / applied / skipped / error
+    pa.field("message", pa.string()),
+    pa.field("cleanup_policy", pa.string()),
+    pa.field("retention_ms", pa.int64()),
+    pa.field("retention_bytes", pa.int64()),
+    pa.field("log_start_offset", pa.int64()),
+    pa.field("new_log_start_offset", pa.int64()),
+    pa.field("log_end_offset", pa.int64()),
+    pa.field("high_watermark", pa.int64()),
+    pa.field("high_watermark_source", pa.string()),  # checkpoint / missing:zero / missing:log-end
+    pa.field("first_base_offset_after", pa.int64()),
+    pa.field("roll_at", pa.int64()),
+    pa.field("size_before", pa.int64()),
+    pa.field("bytes_freed", pa.int64()),
+    pa.field("segments_deleted", pa.int32()),
+    pa.field("renamed", pa.list_(pa.string())),
+    pa.field("purged", pa.list_(pa.string())),
+    pa.field("bytes_purged", pa.int64()),
+    pa.field("problems", pa.list_(pa.string())),
+    pa.field("duration_ms", pa.int64()),
+    pa.field("decisions", pa.list_(DECISION_TYPE)),
+])
+
+
+def _base_outcome(log_dir, path, topic, partition) -> dict:
+    return dict(log_dir=None if log_dir is None else os.fspath(log_dir), partition_dir=os.fspath(path),
+                topic=topic, partition=partition, decisions=[], renamed=[], purged=[], problems=[],
+                bytes_freed=0, bytes_purged=0, segments_deleted=0)
+
+
+def retain_partition(path: os.PathLike | str, *, log_dir: Optional[os.PathLike | str], configs: KafkaConfigs,
+                     now_ms: int, hw_missing: str = HW_MISSING_ZERO, execute: bool = False,
+                     delete_delay_ms: Optional[int] = None,
+                     checkpoints: Optional[LogDirCheckpoints] = None) -> dict:
+    """Decide (and with ``execute`` apply) retention for one partition folder; returns its outcome.
+
+    ``delete_delay_ms`` overrides ``file.delete.delay.ms`` for removing ``.deleted`` files (0: at once).
+    The caller holds the log dir's lock when executing and calls :func:`finish_log_dir` afterwards."""
+    started = time.monotonic()
+    path = Path(path)
+    log_dir = path.parent if log_dir is None else Path(log_dir)
+    try:
+        topic, partition, kind = parse_partition_dir_name(path.name)
+    except KafkalogError as exc:
+        out = _base_outcome(log_dir, path, None, None)
+        out.update(status=ERROR, message=str(exc))
+        return out
+    out = _base_outcome(log_dir, path, topic, partition)
+    try:
+        config = configs.for_topic(topic)
+        out.update(cleanup_policy=",".join(config.cleanup_policy), retention_ms=config.retention_ms,
+                   retention_bytes=config.retention_bytes)
+        if kind != LIVE:
+            out.update(status=SKIPPED, message=f"a {kind} folder: not a live log, a broker never retains it")
+            return out
+        if checkpoints is None:
+            checkpoints = read_log_dir_checkpoints(log_dir)
+        state = load_partition(scan_partition_dir(path, log_dir=log_dir), checkpoints)
+        out["problems"] = list(checkpoints.problems) + state.problems
+        _decide(state, config, configs, now_ms, hw_missing, out)
+        if execute and out["status"] == PLANNED:
+            _apply(state, config, now_ms, delete_delay_ms, out)
+    except KafkalogError as exc:
+        out.update(status=ERROR, message=str(exc))
+    except OSError as exc:
+        out.update(status=ERROR, message=f"{exc.filename or path}: {exc.strerror or exc} "
+                                         "(check the folder is readable and, with --execute, writable)")
+    finally:
+        out["duration_ms"] = int((time.monotonic() - started) * 1000)
+    return out
+
+
+def _decide(state: PartitionState, config, configs: KafkaConfigs, now_ms: int, hw_missing: str, out: dict) -> None:
+    if not state.segments:
+        out.update(status=SKIPPED, message="no segments")
+        return
+    hw = resolve_high_watermark(state.high_watermark_checkpoint, log_start_offset=state.log_start_offset,
+                                log_end_offset=state.log_end_offset, missing=hw_missing)
+    log = LogState(tuple(Segment(s.base_offset, s.size, s.largest_timestamp_ms) for s in state.segments),
+                   state.log_start_offset, state.log_end_offset, hw)
+    plan = plan_retention(log, config, now_ms, cleaner_enabled=configs.broker.cleaner_enable)
+    by_base = {s.base_offset: s for s in state.segments}
+    remaining = [d.base_offset for d in plan.decisions if d.decision != "delete"]
+    out.update(
+        status=SKIPPED if plan.skipped else PLANNED, message=plan.skipped,
+        log_start_offset=state.log_start_offset, new_log_start_offset=plan.new_log_start_offset,
+        log_end_offset=state.log_end_offset, high_watermark=hw,
+        high_watermark_source="checkpoint" if state.high_watermark_checkpoint is not None else f"missing:{hw_missing}",
+        first_base_offset_after=plan.roll_at if plan.roll_at is not None else remaining[0],
+        roll_at=plan.roll_at, size_before=state.size, bytes_freed=plan.bytes_freed,
+        segments_deleted=len(plan.deleted),
+        decisions=[dict(base_offset=d.base_offset, size=d.size,
+                        largest_timestamp_ms=by_base[d.base_offset].largest_timestamp_ms,
+                        largest_timestamp_source=by_base[d.base_offset].largest_timestamp_source,
+                        decision=d.decision, rule=d.rule, reason=d.reason) for d in plan.decisions])
+    out["_plan"] = plan
+    out["_state"] = state
+
+
+def _apply(state: PartitionState, config, now_ms: int, delete_delay_ms: Optional[int], out: dict) -> None:
+    plan = out["_plan"]
+    result = apply_plan(state, plan, now_ms=now_ms)
+    delay = config.file_delete_delay_ms if delete_delay_ms is None else delete_delay_ms
+    leftovers = list(state.leftovers) + [state.path / name for name in result.renamed]
+    purge_deleted_files(leftovers, now_ms=now_ms, delay_ms=delay, result=result)
+    out.update(status=APPLIED, renamed=result.renamed, purged=result.purged, bytes_purged=result.bytes_purged)
+
+
+def public_outcome(outcome: dict) -> dict:
+    """The outcome without its in-process attachments (the plan and state objects)."""
+    return {k: v for k, v in outcome.items() if not k.startswith("_")}
+
+
+def finish_log_dir(log_dir: os.PathLike | str, outcomes: Iterable[dict]) -> dict:
+    """Rewrite the log dir's ``log-start-offset-checkpoint`` after its partitions were applied:
+    returns {"changed": [...], "path": ...}. Writes nothing when no entry changes."""
+    path = Path(log_dir) / LOG_START_OFFSET_CHECKPOINT
+    changes = {}
+    for o in outcomes:
+        if o.get("status") == APPLIED and o.get("segments_deleted"):
+            changes[(o["topic"], o["partition"])] = (o["new_log_start_offset"], o["first_base_offset_after"])
+    if not changes:
+        return {"path": os.fspath(path), "changed": []}
+    current = read_offset_checkpoint(path)
+    updated = updated_log_start_offsets(current, changes)
+    changed = sorted(f"{t}-{p}" for (t, p) in set(current) | set(updated) if current.get((t, p)) != updated.get((t, p)))
+    if updated != current:
+        write_offset_checkpoint(path, updated)
+    return {"path": os.fspath(path), "changed": changed}
+
+
+def retention_summary(outcomes: Iterable[dict]) -> dict:
+    """Totals for the report: partitions by status, segments and bytes to free, per topic."""
+    outcomes = list(outcomes)
+    by_topic: dict[str, dict] = {}
+    statuses: dict[str, int] = {}
+    for o in outcomes:
+        statuses[o["status"]] = statuses.get(o["status"], 0) + 1
+        topic = by_topic.setdefault(o.get("topic") or "?", {"partitions": 0, "segments_deleted": 0,
+                                                              "bytes_freed": 0, "bytes_purged": 0})
+        topic["partitions"] += 1
+        topic["segments_deleted"] += o.get("segments_deleted") or 0
+        topic["bytes_freed"] += o.get("bytes_freed") or 0
+        topic["bytes_purged"] += o.get("bytes_purged") or 0
+    return {
+        "partitions": len(outcomes),
+        "statuses": statuses,
+        "segments": sum(len(o.get("decisions") or []) for o in outcomes),
+        "segments_deleted": sum(o.get("segments_deleted") or 0 for o in outcomes),
+        "bytes_freed": sum(o.get("bytes_freed") or 0 for o in outcomes),
+        "bytes_purged": sum(o.get("bytes_purged") or 0 for o in outcomes),
+        "topics": dict(sorted(by_topic.items())),
+        "errors": [{"partition_dir": o["partition_dir"], "message": o["message"]}
+                   for o in outcomes if o["status"] == ERROR],
+    }

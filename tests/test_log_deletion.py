@@ -1,0 +1,150 @@
+"""Applying retention on disk as a broker does: .deleted renames, the roll, checkpoints, the delay
+(spec §6.2), through the same per-partition function the Spark job runs."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from kafkalog import checkpoint
+from kafkalog.catalog import load_partition_path
+from kafkalog.config import configs_from_mappings
+from kafkalog.log_deletion import (PlanOutdatedError, apply_plan, truncate_epochs_from_start,
+                                   updated_log_start_offsets)
+from kafkalog.checkpoint import EpochEntry
+from kafkalog.retention import LogState, Segment, plan_retention
+from kafkalog.retention_run import finish_log_dir, retain_partition
+from kafkalog.segment import read_segment
+
+from logdirs import make_partition, snapshot, write_checkpoints
+
+DAY = 86_400_000
+NOW = 100 * DAY
+
+
+def old_and_new(tmp_path, *, hw=None):
+    """t-0: three old segments (day 1..3) and an active one from today."""
+    folder = make_partition(tmp_path, "t", 0, [[1 * DAY, 1 * DAY + 5], [2 * DAY], [3 * DAY], [NOW - 10, NOW - 5]])
+    write_checkpoints(tmp_path, high_watermarks={("t", 0): 6 if hw is None else hw}, log_start_offsets={})
+    checkpoint.write_leader_epoch_checkpoint(folder / checkpoint.LEADER_EPOCH_CHECKPOINT, [(0, 0), (3, 2), (5, 4)])
+    (folder / "00000000000000000002.snapshot").write_bytes(b"")
+    return folder
+
+
+def run(tmp_path, folder, *, execute, retention="retention.ms=604800000", delay=None, now=NOW, **kw):
+    configs = configs_from_mappings({}, {"t": dict([retention.split("=")])})
+    return retain_partition(folder, log_dir=tmp_path, configs=configs, now_ms=now, execute=execute,
+                            delete_delay_ms=delay, **kw)
+
+
+def test_dry_run_changes_nothing(tmp_path):
+    folder = old_and_new(tmp_path)
+    before = snapshot(tmp_path)
+    out = run(tmp_path, folder, execute=False)
+    assert out["status"] == "planned" and out["segments_deleted"] == 3
+    assert [d["decision"] for d in out["decisions"]] == ["delete", "delete", "delete", "keep"]
+    assert snapshot(tmp_path) == before
+
+
+def test_execute_renames_then_purges_after_the_delay(tmp_path):
+    folder = old_and_new(tmp_path)
+    kept_rows = read_segment(folder / "00000000000000000004.log").num_rows
+    out = run(tmp_path, folder, execute=True)
+    assert out["status"] == "applied" and out["new_log_start_offset"] == 4
+    names = sorted(os.listdir(folder))
+    assert "00000000000000000000.log.deleted" in names and "00000000000000000002.snapshot.deleted" in names
+    assert not any(n.endswith((".log", ".index", ".timeindex")) and not n.startswith("00000000000000000004")
+                   for n in names)
+    assert all(os.stat(folder / n).st_mtime_ns // 1_000_000 == NOW for n in names if n.endswith(".deleted"))
+    assert read_segment(folder / "00000000000000000004.log").num_rows == kept_rows
+    # leader epochs truncated from the start at the new log start offset
+    # leader epochs truncated from the start at the new log start offset 4: (5, 4) is the last removed
+    assert checkpoint.read_leader_epoch_checkpoint(folder / checkpoint.LEADER_EPOCH_CHECKPOINT) == [EpochEntry(5, 4)]
+    assert finish_log_dir(tmp_path, [out])["changed"] == []   # log start == first base: no entry needed
+    # a second run at the same time changes nothing
+    before = snapshot(tmp_path)
+    again = run(tmp_path, folder, execute=True)
+    assert again["segments_deleted"] == 0 and again["purged"] == [] and snapshot(tmp_path) == before
+    # one minute later (file.delete.delay.ms) the .deleted files go
+    later = run(tmp_path, folder, execute=True, now=NOW + 60_000)
+    assert len(later["purged"]) == 10 and later["bytes_purged"] > 0     # 3 segments x 3 files + the snapshot
+    assert not any(n.endswith(".deleted") for n in os.listdir(folder))
+
+
+def test_leader_epoch_truncation_rule():
+    entries = [EpochEntry(0, 0), EpochEntry(3, 2), EpochEntry(5, 6)]
+    assert truncate_epochs_from_start(entries, 4) == [EpochEntry(3, 4), EpochEntry(5, 6)]
+    assert truncate_epochs_from_start(entries, 0) == [EpochEntry(0, 0), EpochEntry(3, 2), EpochEntry(5, 6)]
+    assert truncate_epochs_from_start(entries, 9) == [EpochEntry(5, 9)]
+
+
+def test_delay_zero_removes_at_once_and_epochs_are_truncated(tmp_path):
+    folder = old_and_new(tmp_path)
+    out = run(tmp_path, folder, execute=True, delay=0)
+    assert len(out["purged"]) == len(out["renamed"]) == 10
+    assert not any(n.endswith(".deleted") for n in os.listdir(folder))
+    assert sorted(os.listdir(folder)) == ["00000000000000000004.index", "00000000000000000004.log",
+                                          "00000000000000000004.timeindex", "leader-epoch-checkpoint"]
+
+
+def test_roll_then_delete_everything(tmp_path):
+    folder = make_partition(tmp_path, "t", 0, [[DAY], [2 * DAY, 2 * DAY]])
+    write_checkpoints(tmp_path, high_watermarks={("t", 0): 3})
+    out = run(tmp_path, folder, execute=True, delay=0)
+    assert out["roll_at"] == 3 and out["new_log_start_offset"] == 3 and out["segments_deleted"] == 2
+    assert sorted(os.listdir(folder)) == ["00000000000000000003.index", "00000000000000000003.log",
+                                          "00000000000000000003.timeindex"]
+    assert all(os.path.getsize(folder / n) == 0 for n in os.listdir(folder))
+    state = load_partition_path(folder)
+    assert (state.log_start_offset, state.log_end_offset) == (3, 3)
+    assert run(tmp_path, folder, execute=True, delay=0)["segments_deleted"] == 0   # the empty active stays
+
+
+def test_log_start_offset_checkpoint_keeps_only_what_kafka_writes(tmp_path):
+    current = {("a", 0): 10, ("b", 1): 7}
+    assert updated_log_start_offsets(current, {("a", 0): (12, 12), ("c", 2): (15, 10)}) == {("b", 1): 7, ("c", 2): 15}
+
+
+def test_log_start_inside_a_segment_is_kept_in_the_checkpoint(tmp_path):
+    folder = make_partition(tmp_path, "t", 0, [[NOW, NOW], [NOW, NOW], [NOW]])
+    write_checkpoints(tmp_path, high_watermarks={("t", 0): 5}, log_start_offsets={("t", 0): 3, ("u", 1): 9})
+    out = run(tmp_path, folder, execute=True)
+    assert out["segments_deleted"] == 1 and out["new_log_start_offset"] == 3
+    assert finish_log_dir(tmp_path, [out])["changed"] == []
+    assert checkpoint.read_offset_checkpoint(tmp_path / checkpoint.LOG_START_OFFSET_CHECKPOINT) == {
+        ("t", 0): 3, ("u", 1): 9}
+
+
+def test_a_partition_that_changed_since_planning_is_refused(tmp_path):
+    folder = old_and_new(tmp_path)
+    state = load_partition_path(folder)
+    log = LogState(tuple(Segment(s.base_offset, s.size, s.largest_timestamp_ms) for s in state.segments),
+                   state.log_start_offset, state.log_end_offset, 6)
+    plan = plan_retention(log, configs_from_mappings().for_topic("t"), NOW)
+    with open(folder / "00000000000000000000.log", "ab") as f:
+        f.write(b"\0")
+    before = snapshot(tmp_path)
+    with pytest.raises(PlanOutdatedError, match="the plan saw"):
+        apply_plan(state, plan, now_ms=NOW)
+    assert snapshot(tmp_path) == before
+
+
+def test_missing_high_watermark_is_explicit(tmp_path):
+    folder = make_partition(tmp_path, "t", 0, [[DAY], [2 * DAY], [NOW]])
+    assert run(tmp_path, folder, execute=False)["segments_deleted"] == 0
+    out = run(tmp_path, folder, execute=False, hw_missing="log-end")
+    assert out["segments_deleted"] == 2 and out["high_watermark_source"] == "missing:log-end"
+
+
+def test_errors_are_reported_not_raised(tmp_path):
+    (tmp_path / "garbage").mkdir()
+    out = run(tmp_path, tmp_path / "garbage", execute=False)
+    assert out["status"] == "error" and "garbage" in out["message"]
+    folder = make_partition(tmp_path, "t", 0, [[DAY], [2 * DAY]])
+    (folder / "00000000000000000000.log").write_bytes(b"\0" * 30)      # not Kafka batches
+    # a broker never reads a rolled segment's bytes to expire it (time index, then mtime): neither do we
+    out = run(tmp_path, folder, execute=True, hw_missing="log-end")
+    assert (out["status"], out["segments_deleted"], out["roll_at"]) == ("applied", 2, 2)
+    (folder / "00000000000000000002.log").write_bytes(b"\xff" * 30)    # the active segment is read: reported
+    out = run(tmp_path, folder, execute=False)
+    assert out["status"] == "planned" and any("00000000000000000002.log" in p for p in out["problems"])
