@@ -1,0 +1,146 @@
+"""Writing and reading kafkalog's Delta tables (catalog, retention audit, …) with or without Delta's
+Spark jars.
+
+* ``engine="spark"``: delta-spark (``df.write.format("delta")``), when the session has Delta configured
+  — a user's cluster usually does.
+* ``engine="rs"``: Spark writes the Parquet files in parallel into a staging folder inside the table;
+  the driver moves them into the table folder and commits them as ONE Delta transaction with delta-rs
+  (``deltalake``): ``create_table_with_add_actions`` for a new table, ``create_write_transaction``
+  afterwards. Timestamps are written as UTC-adjusted TIMESTAMP_MICROS (conf/spark-defaults.conf), so the
+  table stays at protocol reader 1 / writer 2, readable by every Delta reader. Local (or mounted) paths.
+* ``engine="auto"`` picks the first that works in this session.
+
+Each commit carries ``kafkalog.*`` commit metadata (job, run id) so ``DESCRIBE HISTORY`` / delta-rs
+``history()`` tells which run wrote what. Files of a failed write are removed; the table is untouched
+until the commit, which is atomic.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Optional
+
+from .session import delta_spark_available
+
+SPARK, RS, AUTO = "spark", "rs", "auto"
+ENGINES = (AUTO, SPARK, RS)
+APPEND, OVERWRITE = "append", "overwrite"
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    path: str
+    engine: str
+    version: Optional[int]
+    files: int
+    rows: int
+
+    def to_dict(self) -> dict:
+        return dict(path=self.path, engine=self.engine, version=self.version, files=self.files, rows=self.rows)
+
+
+def choose_engine(spark, engine: str = AUTO) -> str:
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, not {engine!r}")
+    if engine == AUTO:
+        return SPARK if delta_spark_available(spark) else RS
+    if engine == SPARK and not delta_spark_available(spark):
+        raise RuntimeError("this Spark session has no Delta (spark.sql.extensions lacks "
+                           "io.delta.sql.DeltaSparkSessionExtension or its jars are missing); "
+                           "use --delta-engine rs or auto")
+    return engine
+
+
+def write_table(df, path: os.PathLike | str, *, mode: str = APPEND, engine: str = AUTO,
+                metadata: Optional[Mapping[str, str]] = None) -> WriteResult:
+    """Write a DataFrame as (or append it to) the Delta table at ``path``."""
+    if mode not in (APPEND, OVERWRITE):
+        raise ValueError(f"mode must be append or overwrite, not {mode!r}")
+    engine = choose_engine(df.sparkSession, engine)
+    path = os.fspath(path)
+    metadata = {f"kafkalog.{k}": str(v) for k, v in (metadata or {}).items()}
+    if engine == SPARK:
+        rows = df.count()
+        writer = df.write.format("delta").mode(mode).option("userMetadata", json.dumps(metadata, sort_keys=True))
+        writer.save(path)
+        version = df.sparkSession.sql(f"DESCRIBE HISTORY delta.`{path}` LIMIT 1").collect()[0]["version"]
+        return WriteResult(path, SPARK, int(version), -1, rows)
+    return _write_with_delta_rs(df, path, mode=mode, metadata=metadata)
+
+
+def _write_with_delta_rs(df, path: str, *, mode: str, metadata: Mapping[str, str]) -> WriteResult:
+    import pyarrow.parquet as pq
+    from deltalake import DeltaTable, Schema
+    from deltalake.transaction import AddAction, CommitProperties, create_table_with_add_actions
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    table = Path(path)
+    table.mkdir(parents=True, exist_ok=True)
+    write_id = uuid.uuid4().hex
+    staging = table / f"_kafkalog_staging_{write_id}"
+    moved: list[Path] = []
+    try:
+        df.write.mode("error").parquet(str(staging))
+        adds, rows = [], 0
+        schema = to_arrow_schema(df.schema, timezone="UTC")
+        for n, part in enumerate(sorted(staging.glob("part-*.parquet"))):
+            meta = pq.read_metadata(part)
+            if n == 0:
+                schema = pq.read_schema(part).remove_metadata()
+            name = f"part-{write_id}-{n:05d}.parquet"
+            target = table / name
+            os.replace(part, target)
+            moved.append(target)
+            stat = target.stat()
+            rows += meta.num_rows
+            adds.append(AddAction(name, stat.st_size, {}, int(stat.st_mtime * 1000), True,
+                                  json.dumps({"numRecords": meta.num_rows})))
+        commit = CommitProperties(custom_metadata=dict(metadata))
+        if DeltaTable.is_deltatable(path):
+            existing = DeltaTable(path)
+            existing.create_write_transaction(adds, mode=mode, schema=schema, commit_properties=commit)
+        else:
+            create_table_with_add_actions(path, Schema.from_arrow(schema), adds, mode="error",
+                                          commit_properties=commit)
+        version = DeltaTable(path).version()
+        return WriteResult(path, RS, version, len(adds), rows)
+    except BaseException:
+        for target in moved:
+            try:
+                target.unlink()
+            except OSError:
+                pass
+        raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def read_table(spark, path: os.PathLike | str, *, engine: str = AUTO):
+    """The current snapshot of a Delta table as a DataFrame. Without delta-spark, the snapshot's
+    files (from the Delta log, via delta-rs) are read as Parquet — exact for these tables, which use
+    no deletion vectors or column mapping."""
+    engine = choose_engine(spark, engine)
+    path = os.fspath(path)
+    if engine == SPARK:
+        return spark.read.format("delta").load(path)
+    from deltalake import DeltaTable
+
+    dt = DeltaTable(path)
+    files = dt.file_uris()
+    if not files:
+        import pyarrow as pa
+        from pyspark.sql.pandas.types import from_arrow_schema
+        return spark.createDataFrame([], from_arrow_schema(pa.schema(dt.schema().to_arrow())))
+    return spark.read.parquet(*files)
+
+
+def table_history(path: os.PathLike | str) -> list[dict]:
+    """The table's commits, newest first (delta-rs; works whatever engine wrote them)."""
+    from deltalake import DeltaTable
+
+    return DeltaTable(os.fspath(path)).history()
+

@@ -1,0 +1,162 @@
+"""What every spark-submit job shares: its command line (``--log-dirs``, ``--report``, Kafka configs,
+``--master``, ``--delta-engine``), exit codes, the JSON report and progress lines.
+
+Exit codes: 0 done; 1 done, but some partitions or log dirs failed (the report says which); 2 bad
+arguments or configuration (nothing was touched). Errors are one line naming what is wrong and what to
+do — never a traceback for bad input.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+from kafkalog.checkpoint import atomic_write
+from kafkalog.config import KafkaConfigs, load_configs
+from kafkalog.errors import ConfigError, KafkalogError
+
+EXIT_OK, EXIT_PARTIAL, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    """Bad arguments: exit 2 with the message."""
+
+
+class JobArgumentParser(argparse.ArgumentParser):
+    """argparse that raises UsageError instead of exiting, so ``run`` owns the exit code."""
+
+    def error(self, message: str):   # type: ignore[override]
+        raise UsageError(f"{message} (see --help)")
+
+
+def _log_dir_list(text: str) -> list[str]:
+    dirs = [d for d in text.split(",") if d]
+    if not dirs:
+        raise argparse.ArgumentTypeError("no log dir given")
+    return dirs
+
+
+def parse_time_ms(text: str) -> int:
+    """Epoch milliseconds, or an ISO-8601 date-time (UTC unless it names a zone)."""
+    text = text.strip()
+    if text.lstrip("-").isdigit():
+        return int(text)
+    try:
+        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is neither epoch milliseconds nor an ISO-8601 time such as 2026-11-21T03:00:00Z") from None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=timezone.utc)
+    return int(value.timestamp() * 1000)
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, not {value}")
+    return value
+
+
+def base_parser(job: str, description: str, *, epilog: Optional[str] = None) -> JobArgumentParser:
+    parser = JobArgumentParser(prog=f"spark-submit.sh {job}", description=description, epilog=epilog,
+                               formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--log-dirs", action="append", type=_log_dir_list, metavar="DIR[,DIR...]",
+                        help="Kafka log dirs to work on (repeatable or comma-separated; default: log.dirs of "
+                             "--broker-config)")
+    parser.add_argument("--report", metavar="PATH", help="write a machine-readable JSON report here")
+    parser.add_argument("--master", metavar="URL", help="Spark master (default: $SPARK_MASTER, else local[*])")
+    parser.add_argument("--delta-engine", choices=("auto", "spark", "rs"), default="auto",
+                        help="Delta writer: delta-spark when the session has it (auto), or delta-rs (rs)")
+    return parser
+
+
+def add_config_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("Kafka configuration (precedence: topic override > broker > Kafka default)")
+    group.add_argument("--broker-config", metavar="server.properties",
+                       help="the brokers' server.properties: log.retention.*, log.cleanup.policy, log.dirs, …")
+    group.add_argument("--topic-config", action="append", default=[], metavar="TOPIC:KEY=VALUE",
+                       help="a per-topic override, e.g. orders:retention.ms=3600000 (repeatable)")
+    group.add_argument("--topic-config-file", action="append", default=[], metavar="TOPIC:PATH",
+                       help="a .properties file of topic configs for TOPIC (repeatable)")
+
+
+def load_job_configs(args) -> KafkaConfigs:
+    configs = load_configs(broker_config=args.broker_config, topic_configs=args.topic_config,
+                           topic_config_files=args.topic_config_file)
+    for warning in configs.warnings:
+        progress(f"warning: {warning}")
+    return configs
+
+
+def resolve_log_dirs(args, configs: Optional[KafkaConfigs] = None) -> list[Path]:
+    """--log-dirs, else the broker config's log.dirs; each must be an existing folder."""
+    dirs = [d for group in (args.log_dirs or []) for d in group]
+    if not dirs and configs is not None and getattr(args, "broker_config", None):
+        dirs = list(configs.broker.log_dirs)
+    if not dirs:
+        raise UsageError("give --log-dirs DIR[,DIR...] (or --broker-config with log.dirs)")
+    paths = []
+    for d in dirs:
+        path = Path(d)
+        if not path.is_dir():
+            raise UsageError(f"log dir {d} does not exist or is not a folder")
+        if any(path.resolve() == p.resolve() for p in paths):
+            raise UsageError(f"log dir {d} is given twice")
+        paths.append(path)
+    return paths
+
+
+def progress(message: str) -> None:
+    """One progress line on stderr (stdout carries the human summary)."""
+    print(f"[kafkalog {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def write_report(path: Optional[str], report: dict) -> None:
+    if not path:
+        return
+    data = json.dumps(report, indent=2, sort_keys=False, default=_json_default).encode("utf-8") + b"\n"
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(target, data)
+    progress(f"report written to {target}")
+
+
+def _json_default(value):
+    if isinstance(value, (datetime,)):
+        return value.isoformat()
+    if isinstance(value, Path):
+        return os.fspath(value)
+    if isinstance(value, (set, tuple)):
+        return list(value)
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def run(job: str, main: Callable[[Sequence[str]], int], argv: Optional[Sequence[str]] = None) -> int:
+    """Run a job's ``main`` and turn failures into exit codes and one-line messages."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return main(argv)
+    except UsageError as exc:
+        print(f"spark-submit.sh {job}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except ConfigError as exc:
+        print(f"spark-submit.sh {job}: configuration error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KafkalogError as exc:
+        print(f"spark-submit.sh {job}: error: {exc}", file=sys.stderr)
+        return EXIT_PARTIAL
+    except SystemExit as exc:     # --help
+        return int(exc.code or 0) if isinstance(exc.code, int) else EXIT_OK
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000

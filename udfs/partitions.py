@@ -1,0 +1,96 @@
+"""Spreading partition folders over Spark tasks: the driver lists only the log dirs' top level (one
+row per folder), Spark distributes the rows, and each task runs a kafkalog function per folder inside
+``mapInArrow``, returning Arrow rows. A folder's trouble is a row saying so, never a failed task.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable, Iterable, Iterator, Sequence
+
+import pyarrow as pa
+
+from kafkalog.catalog import catalog_rows, error_rows, load_partition, read_log_dir_checkpoints
+from kafkalog.errors import KafkalogError
+from kafkalog.logdir import REMOTE_INDEX_CACHE_DIR, parse_partition_dir_name, scan_partition_dir
+
+FOLDER_SCHEMA = pa.schema([pa.field("log_dir", pa.string()), pa.field("partition_dir", pa.string())])
+
+
+def list_partition_folders(log_dirs: Iterable[os.PathLike | str]) -> list[tuple[str, str]]:
+    """(log dir, folder) for every folder directly inside the log dirs, in name order. Folders that
+    are not partitions are kept: the per-folder function reports them (a broker refuses such a dir)."""
+    folders = []
+    for log_dir in log_dirs:
+        with os.scandir(log_dir) as entries:
+            for entry in sorted(entries, key=lambda e: e.name):
+                if entry.is_dir(follow_symlinks=False) and entry.name != REMOTE_INDEX_CACHE_DIR:
+                    folders.append((os.fspath(log_dir), entry.path))
+    return folders
+
+
+def folders_frame(spark, folders: Sequence[tuple[str, str]], *, tasks: int | None = None):
+    """A DataFrame of folders, sliced so every core gets work (a few folders per task)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    parallelism = spark.sparkContext.defaultParallelism
+    slices = max(1, min(len(folders), tasks or parallelism * 4))
+    rdd = spark.sparkContext.parallelize(list(folders), slices)
+    return spark.createDataFrame(rdd, from_arrow_schema(FOLDER_SCHEMA))
+
+
+def spark_arrow_schema(schema: pa.Schema) -> pa.Schema:
+    """The schema Spark accepts back from ``mapInArrow``: timestamps in microseconds (Spark's unit)."""
+    def fix(t: pa.DataType) -> pa.DataType:
+        if pa.types.is_timestamp(t):
+            return pa.timestamp("us", tz=t.tz)
+        if pa.types.is_list(t):
+            return pa.list_(pa.field(t.value_field.name, fix(t.value_type), t.value_field.nullable))
+        if pa.types.is_struct(t):
+            return pa.struct([pa.field(f.name, fix(f.type), f.nullable) for f in t])
+        return t
+    return pa.schema([pa.field(f.name, fix(f.type), f.nullable) for f in schema])
+
+
+def map_folders(df, per_folder: Callable[[str, str, dict], list[dict]], schema: pa.Schema):
+    """``mapInArrow`` running ``per_folder(log_dir, folder, task_cache) -> rows`` for each folder; the
+    task cache lets a task read each log dir's checkpoints once."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    out_schema = spark_arrow_schema(schema)
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        cache: dict = {}
+        for batch in batches:
+            rows = []
+            for log_dir, folder in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
+                rows.extend(per_folder(log_dir, folder, cache))
+            if rows:
+                yield pa.RecordBatch.from_pylist(rows, schema=schema).cast(out_schema)
+
+    return df.mapInArrow(run, from_arrow_schema(out_schema))
+
+
+def cached_checkpoints(log_dir: str, cache: dict):
+    key = ("checkpoints", log_dir)
+    if key not in cache:
+        cache[key] = read_log_dir_checkpoints(log_dir)
+    return cache[key]
+
+
+def catalog_folder(log_dir: str, folder: str, cache: dict) -> list[dict]:
+    """The catalog rows of one folder (kafkalog.catalog), or one ``error`` row."""
+    name = Path(folder).name
+    try:
+        topic, partition, kind = parse_partition_dir_name(name)
+    except KafkalogError as exc:
+        return error_rows(log_dir=log_dir, path=folder, topic=name, partition=-1, kind="unknown",
+                          problem=f"{exc}; a broker refuses a log dir holding it")
+    try:
+        checkpoints = cached_checkpoints(log_dir, cache)
+        state = load_partition(scan_partition_dir(folder, log_dir=log_dir), checkpoints)
+        state.problems[:0] = list(checkpoints.problems)
+        return catalog_rows(state)
+    except (KafkalogError, OSError) as exc:
+        return error_rows(log_dir=log_dir, path=folder, topic=topic, partition=partition, kind=kind,
+                          problem=str(exc))

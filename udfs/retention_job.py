@@ -1,0 +1,212 @@
+"""``spark-submit.sh retention``: Kafka's retention (log start offset, retention.bytes, retention.ms)
+decided for every partition of the log dirs in parallel, as a broker would decide it; a plan by
+default, applied with ``--execute``. Each partition runs ``kafkalog.retention_run.retain_partition``
+on an executor; the driver then rewrites each log dir's ``log-start-offset-checkpoint``, appends the
+decisions to a Delta audit table and writes the JSON report.
+
+Safety: ``--execute`` refuses a log dir whose ``.lock`` a live process holds and holds that lock itself
+while it works (a broker cannot start on the dir meanwhile); the per-partition work runs exactly once
+(one Spark action, collected); deleted segments are renamed ``.deleted`` first and removed only after
+``file.delete.delay.ms`` (``--delete-delay-ms`` overrides it; 0 removes them in the same run).
+"""
+from __future__ import annotations
+
+import time
+import uuid
+from contextlib import ExitStack
+from typing import Optional, Sequence
+
+import pyarrow as pa
+
+from kafkalog.errors import LogDirLockedError
+from kafkalog.logdir import is_locked, lock_log_dir
+from kafkalog.retention import HW_MISSING_CHOICES, HW_MISSING_LOG_END, HW_MISSING_ZERO
+from kafkalog.retention_run import (ERROR, OUTCOME_SCHEMA, finish_log_dir, public_outcome, retain_partition,
+                                    retention_summary)
+
+from . import delta_tables
+from .job import (EXIT_OK, EXIT_PARTIAL, _non_negative, add_config_arguments, base_parser, load_job_configs,
+                  now_ms, parse_time_ms, progress, resolve_log_dirs, write_report)
+from .partitions import cached_checkpoints, folders_frame, list_partition_folders, map_folders
+from .session import build_session
+
+JOB = "retention"
+DESCRIPTION = "Decide Kafka's retention (log start offset, retention.bytes, retention.ms) for every partition " \
+              "as a broker would; dry run unless --execute."
+
+AUDIT_SCHEMA = pa.schema([
+    pa.field("run_id", pa.string()),
+    pa.field("run_at", pa.timestamp("ms", tz="UTC")),
+    pa.field("now", pa.timestamp("ms", tz="UTC")),
+    pa.field("executed", pa.bool_()),
+    pa.field("log_dir", pa.string()),
+    pa.field("topic", pa.string()),
+    pa.field("partition", pa.int32()),
+    pa.field("base_offset", pa.int64()),
+    pa.field("size", pa.int64()),
+    pa.field("largest_timestamp", pa.timestamp("ms", tz="UTC")),
+    pa.field("largest_timestamp_source", pa.string()),
+    pa.field("decision", pa.string()),
+    pa.field("rule", pa.string()),
+    pa.field("reason", pa.string()),
+    pa.field("partition_status", pa.string()),
+    pa.field("log_start_offset", pa.int64()),
+    pa.field("new_log_start_offset", pa.int64()),
+    pa.field("high_watermark", pa.int64()),
+])
+
+
+def build_parser():
+    parser = base_parser(JOB, DESCRIPTION, epilog=(
+        "High watermark: a broker never deletes data at or above it and reads it from\n"
+        "replication-offset-checkpoint. With no entry for a partition, --high-watermark-missing=zero (the\n"
+        "default, as a broker) means HW 0, clamped to the log start offset: nothing but log-start-offset\n"
+        "breaches is deletable. For a backup copied without that file, --high-watermark-missing=log-end\n"
+        "treats everything as replicated.\n\n"
+        "Report: {\"segments\": [{topic, partition, base_offset, size, decision, rule, ...}], \"summary\": {...},\n"
+        "\"partitions\": [...]}. Exit 0 done, 1 some partitions failed (see the report), 2 bad arguments."))
+    parser.add_argument("--now-ms", type=parse_time_ms, metavar="T",
+                        help="decide as of this time (epoch ms or ISO-8601; default: now)")
+    parser.add_argument("--execute", action="store_true",
+                        help="apply the plan: rename deleted segments to .deleted, roll, update checkpoints")
+    parser.add_argument("--delete-delay-ms", type=_non_negative, metavar="MS",
+                        help="remove .deleted files this long after they were renamed (default: each topic's "
+                             "file.delete.delay.ms; 0: at once)")
+    parser.add_argument("--high-watermark-missing", choices=HW_MISSING_CHOICES, default=HW_MISSING_ZERO,
+                        help=f"what a missing replication-offset-checkpoint entry means (default {HW_MISSING_ZERO}; "
+                             f"{HW_MISSING_LOG_END}: log end offset)")
+    parser.add_argument("--topics", metavar="T[,T...]", help="only these topics")
+    parser.add_argument("--audit", metavar="PATH", help="Delta table to append every segment's decision to")
+    add_config_arguments(parser)
+    return parser
+
+
+def plan_and_apply(spark, folders, *, configs, now, hw_missing, execute, delete_delay_ms) -> list[dict]:
+    """Run retain_partition over the folders on the executors, once; the outcomes on the driver."""
+    def per_folder(log_dir: str, folder: str, cache: dict) -> list[dict]:
+        outcome = retain_partition(folder, log_dir=log_dir, configs=configs, now_ms=now, hw_missing=hw_missing,
+                                   execute=execute, delete_delay_ms=delete_delay_ms,
+                                   checkpoints=cached_checkpoints(log_dir, cache))
+        return [public_outcome(outcome)]
+
+    df = map_folders(folders_frame(spark, folders), per_folder, OUTCOME_SCHEMA)
+    return df.toArrow().to_pylist()
+
+
+def audit_rows(outcomes: list[dict], *, run_id: str, run_at: int, now: int, executed: bool) -> list[dict]:
+    rows = []
+    for o in outcomes:
+        for d in o.get("decisions") or []:
+            rows.append(dict(
+                run_id=run_id, run_at=run_at, now=now, executed=executed and o["status"] == "applied",
+                log_dir=o["log_dir"], topic=o["topic"], partition=o["partition"], base_offset=d["base_offset"],
+                size=d["size"], largest_timestamp=d["largest_timestamp_ms"],
+                largest_timestamp_source=d["largest_timestamp_source"], decision=d["decision"], rule=d["rule"],
+                reason=d["reason"], partition_status=o["status"], log_start_offset=o["log_start_offset"],
+                new_log_start_offset=o["new_log_start_offset"], high_watermark=o["high_watermark"]))
+    return rows
+
+
+def main(argv: Sequence[str], *, spark=None) -> int:
+    args = build_parser().parse_args(argv)
+    configs = load_job_configs(args)
+    log_dirs = resolve_log_dirs(args, configs)
+    now = args.now_ms if args.now_ms is not None else now_ms()
+    run_id, run_at, started = uuid.uuid4().hex, now_ms(), time.monotonic()
+    topics = None if not args.topics else {t for t in args.topics.split(",") if t}
+
+    refused = []
+    usable = []
+    for log_dir in log_dirs:
+        if is_locked(log_dir):
+            message = f"{log_dir}: its .lock is held by a live process (a running broker?)"
+            if args.execute:
+                refused.append(dict(log_dir=str(log_dir), message=f"{message}; refused. "
+                                    f"{LogDirLockedError.default_hint}"))
+                continue
+            progress(f"warning: {message}; planning only — --execute will refuse it")
+        usable.append(log_dir)
+
+    with ExitStack() as locks:
+        if args.execute:
+            for log_dir in usable:
+                locks.enter_context(lock_log_dir(log_dir))
+        folders = list_partition_folders(usable)
+        if topics is not None:
+            folders = [f for f in folders if _topic_of(f[1]) in topics]
+        spark = spark or build_session(f"kafkalog-{JOB}", master=args.master)
+        progress(f"{'applying' if args.execute else 'planning'} retention for {len(folders)} folders "
+                 f"in {len(usable)} log dir(s) as of {now}")
+        outcomes = plan_and_apply(spark, folders, configs=configs, now=now, hw_missing=args.high_watermark_missing,
+                                  execute=args.execute, delete_delay_ms=args.delete_delay_ms) if folders else []
+        checkpoints = []
+        if args.execute:
+            for log_dir in usable:
+                try:
+                    checkpoints.append(finish_log_dir(log_dir, [o for o in outcomes if o["log_dir"] == str(log_dir)]))
+                except OSError as exc:
+                    refused.append(dict(log_dir=str(log_dir), message=f"cannot rewrite its log-start-offset-"
+                                        f"checkpoint: {exc.strerror or exc}; a broker derives the log start "
+                                        "offset from the first segment, so no data is at risk"))
+
+    outcomes.sort(key=lambda o: (o["log_dir"] or "", o["topic"] or "", o["partition"] if o["partition"] is not None else -1))
+    audit = None
+    if args.audit and outcomes:
+        rows = audit_rows(outcomes, run_id=run_id, run_at=run_at, now=now, executed=args.execute)
+        if rows:
+            df = spark.createDataFrame(pa.Table.from_pylist(rows, schema=AUDIT_SCHEMA))
+            audit = delta_tables.write_table(df, args.audit, mode=delta_tables.APPEND, engine=args.delta_engine,
+                                             metadata={"job": JOB, "run_id": run_id,
+                                                       "executed": str(args.execute).lower()}).to_dict()
+            progress(f"{len(rows)} decisions appended to {args.audit} (Delta version {audit['version']})")
+
+    summary = retention_summary(outcomes)
+    summary.update(log_dirs_refused=refused, dry_run=not args.execute, now_ms=now,
+                   duration_s=round(time.monotonic() - started, 3))
+    report = dict(
+        job=JOB, run_id=run_id, now_ms=now, executed=bool(args.execute),
+        high_watermark_missing=args.high_watermark_missing,
+        segments=[dict(topic=o["topic"], partition=o["partition"], base_offset=d["base_offset"], size=d["size"],
+                       decision=d["decision"], rule=d["rule"], reason=d["reason"], log_dir=o["log_dir"],
+                       largest_timestamp_ms=d["largest_timestamp_ms"])
+                  for o in outcomes for d in (o.get("decisions") or [])],
+        summary=summary,
+        partitions=[{k: v for k, v in o.items() if k != "decisions"} for o in outcomes],
+        checkpoints=checkpoints, audit=audit)
+    _print_summary(report)
+    write_report(args.report, report)
+    failed = summary["statuses"].get(ERROR, 0) or refused
+    return EXIT_PARTIAL if failed else EXIT_OK
+
+
+def _topic_of(folder: str) -> Optional[str]:
+    from pathlib import Path
+
+    from kafkalog.errors import KafkalogError
+    from kafkalog.logdir import parse_partition_dir_name
+    try:
+        return parse_partition_dir_name(Path(folder).name)[0]
+    except KafkalogError:
+        return None
+
+
+def _print_summary(report: dict) -> None:
+    s = report["summary"]
+    verb = "freed" if report["executed"] else "to be freed"
+    print(f"retention {'applied' if report['executed'] else 'plan (dry run)'} as of now_ms={report['now_ms']}: "
+          f"{s['segments_deleted']} of {s['segments']} segments, {s['bytes_freed']:,} bytes {verb}")
+    for topic, t in s["topics"].items():
+        print(f"  {topic}: {t['segments_deleted']} segments, {t['bytes_freed']:,} bytes {verb} "
+              f"in {t['partitions']} partitions" + (f"; {t['bytes_purged']:,} bytes of .deleted files removed"
+                                                     if t["bytes_purged"] else ""))
+    for e in s["errors"]:
+        print(f"  error: {e['partition_dir']}: {e['message']}")
+    for r in s["log_dirs_refused"]:
+        print(f"  refused: {r['message']}")
+    if not report["executed"] and s["segments_deleted"]:
+        print("  (dry run: nothing was changed; add --execute to apply)")
+
+
+def entry(argv: Optional[Sequence[str]] = None) -> int:
+    from .job import run
+    return run(JOB, main, argv)
