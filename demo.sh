@@ -1,14 +1,23 @@
 #!/usr/bin/env bash
-# Set up, generate a demo Kafka log dir, and dump it as kafka-dump-log.sh would (the main job for now).
+# Set up, generate a demo Kafka log dir, catalogue it and plan its retention with the Spark jobs (dry run),
+# writing Delta tables and JSON reports under demo-tables/.
 set -euo pipefail
 cd "$(dirname "$0")"
 scripts/bootstrap.sh
 OUT=${1:-demo-logs}
+TABLES=${2:-demo-tables}
+if [ ! -d "$OUT" ]; then
+  .venv/bin/kafkalog demo "$OUT" --partitions 3 --records 20000
+fi
 SEG="$OUT/demo-orders-0/00000000000000000000"
-.venv/bin/kafkalog demo "$OUT" --partitions 3 --records 20000
-echo "--- first records, as kafka-dump-log.sh --deep-iteration --print-data-log prints them"
-( set +o pipefail; .venv/bin/kafkalog dump --files "$SEG.log" --deep-iteration --print-data-log | head -n 8 )
-echo "--- the offset index checked against the log"
-.venv/bin/kafkalog dump --files "$SEG.index" --verify-index-only
-echo "--- machine-readable summary of the segment"
-.venv/bin/kafkalog dump --json --files "$SEG.log" | tail -n 1
+if [ -f "$SEG.log" ]; then
+  echo "--- first records of $SEG.log, as kafka-dump-log.sh --deep-iteration --print-data-log prints them"
+  ( set +o pipefail; .venv/bin/kafkalog dump --files "$SEG.log" --deep-iteration --print-data-log | head -n 4 )
+fi
+echo "--- the segment catalog (Spark job), written to $TABLES/catalog as a Delta table"
+./spark-submit.sh catalog --log-dirs "$OUT" --catalog "$TABLES/catalog" --report "$TABLES/catalog.json"
+echo "--- retention as a broker would decide it on 2026-01-08T03:00Z with retention.bytes=1000000 (dry run)"
+./spark-submit.sh retention --log-dirs "$OUT" --now-ms 2026-01-08T03:00:00Z \
+  --topic-config demo-orders:retention.bytes=1000000 \
+  --audit "$TABLES/retention-audit" --report "$TABLES/retention.json"
+echo "--- reports: $TABLES/catalog.json, $TABLES/retention.json; add --execute to the retention command to apply it"

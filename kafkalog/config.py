@@ -307,8 +307,15 @@ class KafkaConfigs:
     topic_overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
     topic_override_sources: dict[str, dict[str, str]] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    _resolved: dict[str, LogConfig] = field(default_factory=dict, repr=False, compare=False)
 
     def for_topic(self, topic: str) -> LogConfig:
+        config = self._resolved.get(topic)
+        if config is None:
+            config = self._resolved[topic] = self._resolve(topic)
+        return config
+
+    def _resolve(self, topic: str) -> LogConfig:
         overrides = self.topic_overrides.get(topic, {})
         override_sources = self.topic_override_sources.get(topic, {})
         values: dict[str, Any] = {}
@@ -458,6 +465,7 @@ def load_configs(*, broker_config: Optional[PathLike] = None,
 
 
 def _merge(configs: KafkaConfigs, topic: str, values: Mapping[str, Any], source: str) -> None:
+    configs._resolved.clear()
     configs.topic_overrides.setdefault(topic, {}).update(values)
     configs.topic_override_sources.setdefault(topic, {}).update({k: source for k in values})
 

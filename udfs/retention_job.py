@@ -210,3 +210,19 @@ def _print_summary(report: dict) -> None:
 def entry(argv: Optional[Sequence[str]] = None) -> int:
     from .job import run
     return run(JOB, main, argv)
+
+
+def plan_catalog(catalog_df, *, configs, now: int, hw_missing: str = HW_MISSING_ZERO):
+    """Retention decisions for every live partition of a catalog DataFrame (e.g. the Delta catalog),
+    as a DataFrame (kafkalog.retention_catalog.PLAN_SCHEMA): grouped by partition on the executors,
+    each group planned by the same function as the local planner. Reads no log dir."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from kafkalog.retention_catalog import PLAN_SCHEMA, plan_partition_table
+
+    def plan_group(rows: pa.Table) -> pa.Table:
+        return plan_partition_table(rows, configs, now, hw_missing=hw_missing)
+
+    segments = catalog_df.where((F.col("kind") == "segment") & (F.col("partition_kind") == "live"))
+    return segments.groupBy("log_dir", "topic", "partition").applyInArrow(plan_group, from_arrow_schema(PLAN_SCHEMA))

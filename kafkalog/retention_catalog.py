@@ -1,0 +1,88 @@
+"""Retention planned from a segment catalog (``kafkalog.catalog.CATALOG_SCHEMA`` rows) instead of from the
+log dirs: what-if plans over a catalog table, the bulk planner and the Spark job's grouped planner all
+call :func:`plan_partition_table` — ``kafkalog.retention.plan_retention`` per partition.
+
+Only live partitions' segment rows are planned; leftover and error rows are ignored.
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .config import KafkaConfigs
+from .retention import HW_MISSING_ZERO, LogState, Segment, plan_retention, resolve_high_watermark
+
+PLAN_SCHEMA = pa.schema([
+    pa.field("log_dir", pa.string()),
+    pa.field("topic", pa.string()),
+    pa.field("partition", pa.int32()),
+    pa.field("base_offset", pa.int64()),
+    pa.field("size", pa.int64()),
+    pa.field("largest_timestamp_ms", pa.int64()),
+    pa.field("decision", pa.string()),
+    pa.field("rule", pa.string()),
+    pa.field("reason", pa.string()),
+    pa.field("log_start_offset", pa.int64()),
+    pa.field("new_log_start_offset", pa.int64()),
+    pa.field("high_watermark", pa.int64()),
+    pa.field("roll_at", pa.int64()),
+])
+
+_NEEDED = ("log_dir", "topic", "partition", "base_offset", "size", "largest_timestamp_ms", "log_start_offset",
+           "log_end_offset", "high_watermark_checkpoint")
+
+
+def live_segments(table: pa.Table) -> pa.Table:
+    """The segment rows of live partitions, sorted by (log dir, topic, partition, base offset)."""
+    mask = pc.and_(pc.equal(table["kind"], "segment"), pc.equal(table["partition_kind"], "live"))
+    return table.filter(mask).select(list(_NEEDED)).sort_by(
+        [("log_dir", "ascending"), ("topic", "ascending"), ("partition", "ascending"), ("base_offset", "ascending")])
+
+
+def plan_partition_table(rows: pa.Table, configs: KafkaConfigs, now_ms: int, *,
+                         hw_missing: str = HW_MISSING_ZERO) -> pa.Table:
+    """Plan ONE partition from its catalog rows (segment rows of one log dir/topic/partition, any order)."""
+    rows = rows.sort_by([("base_offset", "ascending")])
+    cols = {name: rows[name].to_pylist() for name in _NEEDED}
+    return pa.Table.from_pylist(list(_plan_rows(cols, 0, rows.num_rows, configs, now_ms, hw_missing)),
+                                schema=PLAN_SCHEMA)
+
+
+def plan_catalog_table(table: pa.Table, configs: KafkaConfigs, now_ms: int, *,
+                       hw_missing: str = HW_MISSING_ZERO) -> pa.Table:
+    """Plan every live partition of a catalog table in this process."""
+    rows = live_segments(table)
+    cols = {name: rows[name].to_pylist() for name in _NEEDED}
+    n = rows.num_rows
+    if n == 0:
+        return PLAN_SCHEMA.empty_table()
+    keys = pc.binary_join_element_wise(rows["log_dir"].fill_null(""), rows["topic"],
+                                       pc.cast(rows["partition"], pa.string()), "\x00").to_numpy(zero_copy_only=False)
+    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+    ends = np.r_[starts[1:], n]
+    out = []
+    for start, end in zip(starts.tolist(), ends.tolist()):
+        out.extend(_plan_rows(cols, start, end, configs, now_ms, hw_missing))
+    return pa.Table.from_pylist(out, schema=PLAN_SCHEMA)
+
+
+def _plan_rows(cols: dict, start: int, end: int, configs: KafkaConfigs, now_ms: int,
+               hw_missing: str) -> Iterator[dict]:
+    topic = cols["topic"][start]
+    config = configs.for_topic(topic)
+    log_start, log_end = cols["log_start_offset"][start], cols["log_end_offset"][start]
+    hw = resolve_high_watermark(cols["high_watermark_checkpoint"][start], log_start_offset=log_start,
+                                log_end_offset=log_end, missing=hw_missing)
+    segments = tuple(Segment(cols["base_offset"][i], cols["size"][i], cols["largest_timestamp_ms"][i])
+                     for i in range(start, end))
+    plan = plan_retention(LogState(segments, log_start, log_end, hw), config, now_ms,
+                          cleaner_enabled=configs.broker.cleaner_enable)
+    common = dict(log_dir=cols["log_dir"][start], topic=topic, partition=cols["partition"][start],
+                  log_start_offset=log_start, new_log_start_offset=plan.new_log_start_offset, high_watermark=hw,
+                  roll_at=plan.roll_at)
+    for segment, d in zip(segments, plan.decisions):
+        yield dict(common, base_offset=d.base_offset, size=d.size, largest_timestamp_ms=segment.largest_timestamp_ms,
+                   decision=d.decision, rule=d.rule, reason=d.reason)
