@@ -137,9 +137,36 @@ def _run_demo(args) -> int:
     return 0 if code is None else int(code)
 
 
+# --- recover (kafkalog.cleaner.recover) -------------------------------------------------------
+
+def _add_recover(subparsers) -> None:
+    p = subparsers.add_parser(
+        "recover", help="finish or roll back interrupted compaction swaps as a broker's startup does",
+        description="For every partition folder of the given log dirs, do what a broker's startup does with "
+                    "compaction leftovers (LogLoader): delete *.deleted files, drop *.cleaned files (and *.swap "
+                    "files of an incomplete operation), then complete each interrupted swap by deleting the "
+                    "segments a .swap replaces and renaming it. A log dir whose .lock a running broker holds is "
+                    "refused. Prints one line per partition; exit code 1 if any partition could not be recovered.")
+    p.add_argument("--log-dirs", required=True, type=_file_list, metavar="DIR[,DIR...]",
+                   help="REQUIRED: the comma-separated log dirs (a broker's log.dirs)")
+    p.set_defaults(handler=_run_recover)
+
+
+def _run_recover(args) -> int:
+    from .cleaner.recover import recover_log_dirs
+
+    try:
+        reports = recover_log_dirs(args.log_dirs)
+    except OSError as e:
+        raise KafkalogError(f"cannot recover: {e.strerror or e}", path=getattr(e, "filename", None)) from None
+    for report in reports:
+        _write_line(sys.stdout, report.describe())
+    return 1 if any(r.error for r in reports) else 0
+
+
 # --- main -------------------------------------------------------------------------------------
 
-SUBCOMMANDS: Sequence[Callable] = (_add_dump, _add_demo)
+SUBCOMMANDS: Sequence[Callable] = (_add_dump, _add_demo, _add_recover)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,29 @@
+"""Log compaction (Kafka's ``LogCleaner``), single process: pure decisions over plain data plus a
+thin write-back layer that swaps cleaned segments in as a broker does (spec §7, §3.3).
+
+Modules, one Kafka concept each:
+
+* ``cleanable``            LogCleanerManager.cleanableOffsets + dirty ratio (§7.1-7.2)
+* ``transaction_metadata`` CleanedTransactionMetadata: aborted data and markers (§7.6)
+* ``producer_state``       ProducerStateManager's active producers and first unstable offset
+* ``local_log``            the segments of a partition folder, decoded batches, aborted txns
+* ``offset_map``           the key → latest offset map (exact; replaceable by a precomputed one) (§7.4)
+* ``record_filter``        checkBatchRetention / shouldRetainRecord / filterTo (§7.6-7.8)
+* ``segment_grouping``     groupSegmentsBySize (§7.5)
+* ``cleaner``              one round end to end: plan, map, recopy, swap-in, checkpoint (§7.5, §7.9)
+* ``recover``              finish or roll back an interrupted swap as a broker's startup does (§3.3)
+"""
+from .cleanable import CleanableOffsets, NotCleanableReason, SegmentStats, cleanable_offsets
+from .cleaner import (PartitionCleanResult, PartitionPlan, build_partition_offset_map, clean_log_dir,
+                      clean_partition, offset_map_entries, plan_partition)
+from .offset_map import ExactOffsetMap, OffsetMap
+from .record_filter import BatchRetention, FilterCounts, RecordReason
+from .recover import PartitionRecovery, recover_log_dirs, recover_partition
+from .segment_grouping import GroupableSegment, group_segments_by_size
+
+__all__ = [
+    "BatchRetention", "CleanableOffsets", "ExactOffsetMap", "FilterCounts", "GroupableSegment", "NotCleanableReason",
+    "OffsetMap", "PartitionCleanResult", "PartitionPlan", "PartitionRecovery", "RecordReason", "SegmentStats",
+    "build_partition_offset_map", "clean_log_dir", "clean_partition", "cleanable_offsets", "group_segments_by_size",
+    "offset_map_entries", "plan_partition", "recover_log_dirs", "recover_partition",
+]

@@ -1,0 +1,591 @@
+"""Clean one partition folder end to end, as a broker's cleaner thread does one round
+(``Cleaner.doClean``/``cleanSegments``/``cleanInto`` and ``LocalLog.replaceSegments``; spec §7).
+
+Round, with ``now_ms`` explicit for every time-based rule:
+
+1. plan   — segments, log start offset (``log-start-offset-checkpoint``, else first base), high
+            watermark (``replication-offset-checkpoint``, default 0, clamped to [logStart, LEO]),
+            cleaner checkpoint, producer state replayed from the batch headers (seeded from the
+            newest ``.snapshot`` at or before the first segment) → first unstable offset and the
+            active producers, then ``cleanable_offsets`` (§7.1-7.2).
+2. map    — ``build_offset_map`` over [firstDirty, upperBound) (§7.4), or a map passed in.
+3. recopy — every segment with base < map.end_offset, from the start of the log, grouped by
+            ``group_segments_by_size``; per group a fresh transaction tracker; per source segment
+            the aborted transactions of [its base, next base or its next offset); batches are
+            filtered (record_filter) in read chunks of log.cleaner.io.buffer.size / threads / 2
+            bytes (grown for an oversized batch); one index append per chunk that produced output.
+4. swap   — per group, in this order (each step fsynced; ``on_step`` is called after each):
+              a. write ``<base>.log.cleaned`` (+ ``.index``/``.timeindex`` trimmed with the final
+                 time entry, ``.txnindex`` if any entry), mtime of .log/.index/.timeindex = the
+                 LAST source segment's; re-read and verify the new .log        [STEP_CLEANED]
+              b. rename each ``.cleaned`` → ``.swap`` (log, index, timeindex, txnindex) [STEP_SWAP]
+              c. rename each old segment's files ``+.deleted`` (ascending), and the ``.snapshot``
+                 of every old segment whose base is not the new base             [STEP_MARK_DELETED]
+              d. rename each ``.swap`` → final name                                [STEP_INSTALL]
+              e. remove the ``.deleted`` files                                     [STEP_PURGE]
+            then ``cleaner-offset-checkpoint[tp] = map.end_offset``, atomically    [STEP_CHECKPOINT]
+            A crash anywhere is repaired by a broker's startup, or ``kafkalog recover`` (§3.3):
+            before b. completes, the .swap/.cleaned files are dropped (old data intact); after,
+            the swap is completed. Known window inherited from Kafka: a crash inside c. keeps an
+            old segment whose base is >= the new segment's next offset (all its records were
+            removed) — the log then holds the cleaned data plus that old, uncleaned segment;
+            nothing is lost.
+
+Deviations, all on the safe side: CRCs of every source batch are checked (Kafka does not) and a
+corrupt or torn segment refuses the partition; v0/v1 data refuses the partition; the offset map
+is exact and unbounded; producer expiry is evaluated exactly at ``now_ms``; the cleaner-offset
+checkpoint is never rewritten in dry-run mode (a broker rewrites an out-of-range one at once).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+
+from ..checkpoint import (CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
+                          fsync_dir, read_offset_checkpoint, write_offset_checkpoint)
+from ..config import BrokerConfig, KafkaConfigs, LogConfig
+from ..errors import KafkalogError, LogDirLockedError
+from ..format.file_records import scan_batches
+from ..index.builder import IndexAppender
+from ..index.transaction_index import TransactionIndex
+from ..logdir import (CLEANED_SUFFIX, DELETED_SUFFIX, SNAPSHOT_SUFFIX, SWAP_SUFFIX, format_segment_file_name,
+                      is_locked, lock_log_dir, parse_partition_dir_name, parse_segment_file_name)
+from ..producer_snapshot import read_producer_snapshot
+from . import producer_state as ps
+from .cleanable import CleanableOffsets, cleanable_offsets
+from .local_log import LogSegment, collect_aborted_transactions, load_segments, read_batches, start_position
+from .offset_map import ExactOffsetMap, OffsetMap, build_offset_map, map_entries
+from .record_filter import (BatchRetention, FilterCounts, FilteredBatch, RecordReason, filter_batch,
+                            is_batch_last_record_of_producer)
+from .segment_grouping import GroupableSegment, group_segments_by_size
+from .transaction_metadata import CleanedTransactionMetadata
+
+# Steps reported to ``on_step(step, path)`` (tests raise there to simulate a crash).
+STEP_CLEANED = "cleaned-written"
+STEP_SWAP = "renamed-to-swap"
+STEP_MARK_DELETED = "old-renamed-to-deleted"
+STEP_INSTALL = "swap-installed"
+STEP_PURGE = "deleted-removed"
+STEP_CHECKPOINT = "checkpoint-written"
+
+FILE_SUFFIXES = ("log", "index", "timeindex", "txnindex")   # LogSegment.changeFileSuffixes order
+MTIME_SUFFIXES = ("log", "index", "timeindex")              # LogSegment.lastModified_= sets these
+
+StepHook = Callable[[str, Optional[Path]], None]
+
+
+# --- plan ------------------------------------------------------------------------------------
+
+@dataclass
+class PartitionPlan:
+    """Everything decided before a byte is rewritten (pure data once built)."""
+
+    path: Path
+    topic: str
+    partition: int
+    config: LogConfig
+    now_ms: int
+    segments: List[LogSegment]
+    log_start_offset: int
+    log_end_offset: int
+    high_watermark: int
+    checkpoint_offset: Optional[int]
+    first_unstable_offset: Optional[int]
+    active_producers: Dict[int, ps.LastRecord]
+    offsets: CleanableOffsets
+
+    @property
+    def first_dirty_offset(self) -> int:
+        return self.offsets.first_dirty_offset
+
+    @property
+    def upper_bound_offset(self) -> int:
+        return self.offsets.upper_bound_offset
+
+    def dirty_segments(self) -> List[LogSegment]:
+        lo, hi = self.first_dirty_offset, self.upper_bound_offset
+        return [s for i, s in enumerate(self.segments)
+                if s.base_offset < hi and (i + 1 == len(self.segments) or self.segments[i + 1].base_offset > lo)]
+
+
+def _log_dir_offsets(log_dir: Path, name: str) -> Dict[Tuple[str, int], int]:
+    return read_offset_checkpoint(log_dir / name)
+
+
+def _seed_producer_state(partition_dir: Path, first_base: int) -> Dict[int, ps.ProducerEntry]:
+    best = None
+    for p in partition_dir.glob("*.snapshot"):
+        try:
+            off = parse_segment_file_name(p.name).base_offset
+        except KafkalogError:
+            continue
+        if off <= first_base and (best is None or off > best[0]):
+            best = (off, p)
+    if best is None:
+        return {}
+    return ps.seed_from_snapshot(read_producer_snapshot(best[1]).entries)
+
+
+def plan_partition(partition_dir, *, config: LogConfig, now_ms: int, broker: BrokerConfig = BrokerConfig(),
+                   high_watermark: Optional[int] = None, log_start_offset: Optional[int] = None,
+                   checkpoint_offset: Optional[int] = -1) -> PartitionPlan:
+    """Read a partition folder and decide the round (§7.1-7.2). Offsets not given come from the
+    log dir's checkpoints (``checkpoint_offset=-1`` means "read cleaner-offset-checkpoint")."""
+    path = Path(partition_dir)
+    topic, partition, _kind = parse_partition_dir_name(path.name)
+    segments = load_segments(path)
+    if not segments:
+        raise KafkalogError("the partition folder holds no segment", path=path)
+    log_dir = path.parent
+    tp = (topic, partition)
+    first_base = segments[0].base_offset
+    if log_start_offset is None:
+        log_start_offset = max(_log_dir_offsets(log_dir, LOG_START_OFFSET_CHECKPOINT).get(tp, first_base), first_base)
+    leo = segments[-1].next_offset
+    if high_watermark is None:
+        high_watermark = _log_dir_offsets(log_dir, REPLICATION_OFFSET_CHECKPOINT).get(tp, 0)
+    high_watermark = min(max(high_watermark, log_start_offset), leo)
+    if checkpoint_offset == -1:
+        checkpoint_offset = _log_dir_offsets(log_dir, CLEANER_OFFSET_CHECKPOINT).get(tp)
+    state = _seed_producer_state(path, first_base)
+    for s in segments:
+        ps.replay(state, s.scan().batches.to_pydict())
+    expiration = int(broker.setting("producer.id.expiration.ms"))
+    active = ps.active_producers(state, now_ms, expiration)
+    fuo = ps.first_unstable_offset(state)
+    offsets = cleanable_offsets(segments=[s.stats for s in segments], log_start_offset=log_start_offset,
+                                log_end_offset=leo, checkpoint_offset=checkpoint_offset,
+                                high_watermark=high_watermark, first_unstable_offset=fuo, now_ms=now_ms,
+                                config=config)
+    return PartitionPlan(path, topic, partition, config, now_ms, segments, log_start_offset, leo, high_watermark,
+                         checkpoint_offset, fuo, active, offsets)
+
+
+def _max_batch_bytes(config: LogConfig) -> int:
+    return max(config.max_message_bytes, 1) * 4 + (64 << 20)
+
+
+def _dirty_batches(plan: PartitionPlan):
+    first = True
+    for s in plan.dirty_segments():
+        pos = start_position(s, plan.first_dirty_offset) if first else 0
+        first = False
+        yield from read_batches(s, max_batch_bytes=_max_batch_bytes(plan.config), from_position=pos)
+
+
+def _map_tracker(plan: PartitionPlan) -> CleanedTransactionMetadata:
+    tracker = CleanedTransactionMetadata()
+    tracker.add_aborted_transactions(collect_aborted_transactions(
+        plan.segments, plan.first_dirty_offset, plan.upper_bound_offset, plan.log_start_offset))
+    return tracker
+
+
+def offset_map_entries(plan: PartitionPlan) -> Iterable[Tuple[bytes, int]]:
+    """The (key, offset) pairs of the dirty range that enter the map, in log order (§7.4): what a
+    Spark job reduces to "max offset per key" to build the map itself."""
+    return map_entries(_dirty_batches(plan), _map_tracker(plan), plan.first_dirty_offset)
+
+
+def build_partition_offset_map(plan: PartitionPlan) -> ExactOffsetMap:
+    """Pass 1 of the round for this partition."""
+    return build_offset_map(_dirty_batches(plan), _map_tracker(plan), first_dirty_offset=plan.first_dirty_offset,
+                            upper_bound_offset=plan.upper_bound_offset)
+
+
+# --- results ---------------------------------------------------------------------------------
+
+@dataclass
+class BatchAudit:
+    base_offset: int
+    last_offset: int
+    retention: BatchRetention
+    reason: str
+    written: str       # "original" | "rewritten" | "empty" | "removed"
+
+
+@dataclass
+class GroupResult:
+    base_offset: int
+    source_base_offsets: List[int]
+    bytes_before: int
+    bytes_after: int
+    aborted_txns: int
+    counts: FilterCounts
+
+
+@dataclass
+class PartitionCleanResult:
+    """What one partition's round did (or would do, in dry-run), with audit numbers and reasons."""
+
+    path: Path
+    topic: str
+    partition: int
+    offsets: Optional[CleanableOffsets] = None
+    cleaned: bool = False
+    dry_run: bool = False
+    skipped_reason: Optional[str] = None
+    error: Optional[str] = None
+    map_size: int = 0
+    end_offset: Optional[int] = None          # the new cleaner checkpoint
+    groups: List[GroupResult] = field(default_factory=list)
+    counts: FilterCounts = field(default_factory=FilterCounts)
+    batches: List[BatchAudit] = field(default_factory=list)
+    record_reasons: Dict[int, RecordReason] = field(default_factory=dict)
+
+    def audit(self) -> dict:
+        """Flat numbers for a report row."""
+        o = self.offsets
+        return {"topic": self.topic, "partition": self.partition, "cleaned": self.cleaned, "dry_run": self.dry_run,
+                "skipped_reason": self.skipped_reason, "error": self.error,
+                "first_dirty_offset": o.first_dirty_offset if o else None,
+                "upper_bound_offset": o.upper_bound_offset if o else None,
+                "cleanable_ratio": o.cleanable_ratio if o else None, "map_size": self.map_size,
+                "end_offset": self.end_offset, "groups": len(self.groups), **self.counts.as_dict()}
+
+    def explain(self, offset: int) -> str:
+        """Why the record at ``offset`` was kept or removed (or not looked at) in this round."""
+        if self.error is not None:
+            return f"offset {offset}: partition not cleaned ({self.error})"
+        if self.skipped_reason is not None or self.offsets is None:
+            return f"offset {offset}: partition not cleaned ({self.skipped_reason})"
+        for b in self.batches:
+            if b.base_offset <= offset <= b.last_offset:
+                why = self.record_reasons.get(offset)
+                rec = why.value if why is not None else "no record at this offset (compacted away earlier)"
+                return f"offset {offset}: {rec}; batch {b.base_offset}..{b.last_offset}: {b.retention.value}, " \
+                       f"{b.reason}, written {b.written}"
+        if self.end_offset is not None and offset >= self.end_offset:
+            return (f"offset {offset}: not cleaned this round: at or past the first uncleanable offset "
+                    f"{self.end_offset} (active segment, high watermark, open transaction or min.compaction.lag.ms)")
+        return f"offset {offset}: no batch of the recopied segments holds it (before the log start or in a gap)"
+
+
+# --- chunking --------------------------------------------------------------------------------
+
+def read_chunks(positions: Sequence[int], sizes: Sequence[int], *, buffer_size: int, max_buffer_size: int,
+                max_message_bytes: int) -> List[Tuple[int, int]]:
+    """Split one source segment's batches into the cleaner's read chunks: [(first, end) batch
+    index ranges]. A chunk holds the complete batches inside min(capacity, bytes left) from its
+    start; when none fits, the capacity doubles (up to max(max.message.bytes or the batch's size,
+    max buffer)). Capacity resets per segment (§7.8)."""
+    chunks = []
+    cap = max(buffer_size, 1)
+    i, n = 0, len(positions)
+    while i < n:
+        start = positions[i]
+        j = i
+        while j < n and positions[j] + sizes[j] - start <= cap:
+            j += 1
+        if j == i:
+            limit = max(max_message_bytes if cap < max_message_bytes else sizes[i], max_buffer_size)
+            if cap >= limit:
+                cap = sizes[i]          # Kafka would fail here; the batch is whole, so read it alone
+            else:
+                cap = min(cap * 2, limit)
+            continue
+        chunks.append((i, j))
+        i = j
+    return chunks
+
+
+# --- one group -------------------------------------------------------------------------------
+
+@dataclass
+class _GroupOutput:
+    base_offset: int
+    sources: List[LogSegment]
+    data: bytearray
+    appender: IndexAppender
+    txn_entries: list
+    counts: FilterCounts
+
+
+def _clean_group(plan: PartitionPlan, sources: List[LogSegment], offset_map: OffsetMap,
+                 io_buffer_size: int, result: PartitionCleanResult, record_decisions: bool) -> _GroupOutput:
+    cfg = plan.config
+    base = sources[0].base_offset
+    tracker = CleanedTransactionMetadata()
+    appender = IndexAppender(base, index_interval_bytes=cfg.index_interval_bytes)
+    out = _GroupOutput(base, sources, bytearray(), appender, tracker.cleaned_index, FilterCounts())
+    for k, seg in enumerate(sources):
+        seg_upper = sources[k + 1].base_offset if k + 1 < len(sources) else seg.next_offset
+        tracker.add_aborted_transactions(collect_aborted_transactions(
+            plan.segments, seg.base_offset, seg_upper, plan.log_start_offset))
+        h = seg.scan().headers
+        chunks = read_chunks(h.position.tolist(), h.size.tolist(), buffer_size=io_buffer_size,
+                             max_buffer_size=cfg.max_message_bytes, max_message_bytes=cfg.max_message_bytes)
+        batches = read_batches(seg, max_batch_bytes=_max_batch_bytes(cfg))     # streamed, in file order
+        for first, end in chunks:
+            chunk_start = len(out.data)
+            max_offset, max_ts, max_ts_offset = -1, -1, -1
+            for _ in range(end - first):
+                batch = next(batches)
+                h = batch.header
+                if h.is_control:
+                    can_discard = tracker.on_control_batch(h.producer_id, h.last_offset, batch.control_type)
+                else:
+                    can_discard = tracker.on_data_batch(h.producer_id, h.last_offset, h.is_transactional)
+                fb = filter_batch(batch, can_discard_batch=can_discard,
+                                  is_last_of_active_producer=is_batch_last_record_of_producer(h, plan.active_producers),
+                                  upper_bound_offset=plan.upper_bound_offset, offset_map=offset_map,
+                                  now_ms=plan.now_ms, delete_retention_ms=cfg.delete_retention_ms,
+                                  record_decisions=record_decisions)
+                _record_audit(result, fb, record_decisions)
+                out.counts.add(fb.counts)
+                if fb.output:
+                    out.data += fb.output
+                    max_offset = max(max_offset, fb.max_offset)
+                    if fb.max_timestamp > max_ts:
+                        max_ts, max_ts_offset = fb.max_timestamp, fb.shallow_offset_of_max_timestamp
+            if len(out.data) > chunk_start:
+                appender.append(position=chunk_start, size=len(out.data) - chunk_start, largest_offset=max_offset,
+                                largest_timestamp=max_ts, offset_of_max_timestamp=max_ts_offset)
+    return out
+
+
+def _record_audit(result: PartitionCleanResult, fb: FilteredBatch, record_decisions: bool) -> None:
+    if not fb.output:
+        written = "removed"
+    elif fb.verbatim:
+        written = "original"
+    elif fb.counts.records_kept == 0:
+        written = "empty"
+    else:
+        written = "rewritten"
+    if record_decisions:
+        result.batches.append(BatchAudit(fb.base_offset, fb.last_offset, fb.decision.retention, fb.decision.reason,
+                                         written))
+        for off, why in fb.decisions:
+            result.record_reasons[off] = why
+
+
+# --- write-back ------------------------------------------------------------------------------
+
+def _name(base: int, suffix: str, temp: Optional[str] = None) -> str:
+    return format_segment_file_name(base, suffix, temp)
+
+
+def _write_file(path: Path, data: bytes, mtime_ns: Optional[int]) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if mtime_ns is not None:
+        os.utime(path, ns=(mtime_ns, mtime_ns))
+
+
+def _verify_cleaned_log(path: Path, expected: bytes) -> None:
+    """Re-read the written .log: same bytes, every batch walks and passes its CRC, offsets increase."""
+    with open(path, "rb") as f:
+        if f.read() != expected:
+            raise KafkalogError("the cleaned segment read back differs from what was written", path=path)
+    scan = scan_batches(path, verify_crc=True, on_corrupt="raise")
+    lasts = scan.batches.column("lastOffset").to_pylist()
+    bases = scan.batches.column("baseOffset").to_pylist()
+    for i in range(1, len(lasts)):
+        if bases[i] <= lasts[i - 1]:
+            raise KafkalogError(f"cleaned segment offsets do not increase at batch {i}", path=path)
+
+
+def _hook(on_step: Optional[StepHook], step: str, path: Optional[Path]) -> None:
+    if on_step is not None:
+        on_step(step, path)
+
+
+def _swap_in(directory: Path, g: _GroupOutput, on_step: Optional[StepHook]) -> None:
+    base = g.base_offset
+    mtime = g.sources[-1].mtime_ns
+    offset_index, time_index = g.appender.finish()
+    contents = {"log": bytes(g.data), "index": offset_index.to_bytes(), "timeindex": time_index.to_bytes()}
+    if g.txn_entries:
+        contents["txnindex"] = TransactionIndex(base, g.txn_entries).to_bytes()
+    # a. the .cleaned files (stale ones first removed), verified
+    for suffix in FILE_SUFFIXES:
+        stale = directory / _name(base, suffix, CLEANED_SUFFIX)
+        if stale.exists():
+            stale.unlink()
+    for suffix, data in contents.items():
+        _write_file(directory / _name(base, suffix, CLEANED_SUFFIX), data,
+                    mtime if suffix in MTIME_SUFFIXES else None)
+    fsync_dir(directory)
+    _verify_cleaned_log(directory / _name(base, "log", CLEANED_SUFFIX), contents["log"])
+    _hook(on_step, STEP_CLEANED, directory / _name(base, "log", CLEANED_SUFFIX))
+    # b. .cleaned -> .swap
+    for suffix in FILE_SUFFIXES:
+        if suffix in contents:
+            target = directory / _name(base, suffix, SWAP_SUFFIX)
+            os.replace(directory / _name(base, suffix, CLEANED_SUFFIX), target)
+            fsync_dir(directory)
+            _hook(on_step, STEP_SWAP, target)
+    # c. old segments -> .deleted (ascending), snapshots of the bases that disappear
+    deleted: List[Path] = []
+    for seg in g.sources:
+        suffixes = list(FILE_SUFFIXES) + ([SNAPSHOT_SUFFIX] if seg.base_offset != base else [])
+        for suffix in suffixes:
+            src = directory / _name(seg.base_offset, suffix)
+            if not src.exists():
+                continue
+            target = directory / _name(seg.base_offset, suffix, DELETED_SUFFIX)
+            os.replace(src, target)
+            deleted.append(target)
+            fsync_dir(directory)
+            _hook(on_step, STEP_MARK_DELETED, target)
+    # d. .swap -> live
+    for suffix in FILE_SUFFIXES:
+        if suffix in contents:
+            target = directory / _name(base, suffix)
+            os.replace(directory / _name(base, suffix, SWAP_SUFFIX), target)
+            fsync_dir(directory)
+            _hook(on_step, STEP_INSTALL, target)
+    # e. physical deletion
+    for p in deleted:
+        try:
+            p.unlink()
+        except FileNotFoundError:
+            pass
+        _hook(on_step, STEP_PURGE, p)
+    fsync_dir(directory)
+
+
+def update_cleaner_checkpoint(log_dir, topic: str, partition: int, offset: int) -> None:
+    """``LogCleanerManager.updateCheckpoints``: set one entry of ``cleaner-offset-checkpoint``
+    (read, modify, write atomically through ``.tmp``)."""
+    path = Path(log_dir) / CLEANER_OFFSET_CHECKPOINT
+    entries = read_offset_checkpoint(path)
+    entries[(topic, partition)] = int(offset)
+    write_offset_checkpoint(path, entries)
+
+
+# --- entry points ----------------------------------------------------------------------------
+
+def default_io_buffer_size(broker: BrokerConfig) -> int:
+    """log.cleaner.io.buffer.size / log.cleaner.threads / 2 (262,144 by default)."""
+    threads = max(int(broker.setting("log.cleaner.threads")), 1)
+    return max(int(broker.setting("log.cleaner.io.buffer.size")) // threads // 2, 1)
+
+
+def _clean_locked(partition_dir: Path, *, config: LogConfig, now_ms: int, broker: BrokerConfig,
+                  offset_map: Optional[OffsetMap], dry_run: bool, on_step: Optional[StepHook],
+                  record_decisions: bool, io_buffer_size: Optional[int], high_watermark: Optional[int],
+                  force: bool) -> PartitionCleanResult:
+    try:
+        topic, partition, kind = parse_partition_dir_name(partition_dir.name)
+    except KafkalogError as e:
+        return PartitionCleanResult(partition_dir, "", -1, error=str(e))
+    result = PartitionCleanResult(partition_dir, topic, partition, dry_run=dry_run)
+    if kind != "live":
+        result.skipped_reason = f"{kind} partition folder (only live partitions are cleaned)"
+        return result
+    try:
+        plan = plan_partition(partition_dir, config=config, now_ms=now_ms, broker=broker,
+                              high_watermark=high_watermark)
+        result.offsets = plan.offsets
+        if not plan.offsets.cleanable and not (force and config.compact
+                                               and plan.upper_bound_offset > plan.first_dirty_offset):
+            result.skipped_reason = plan.offsets.reason.value
+            return result
+        if any(s.has_legacy for s in plan.segments if s.base_offset < plan.upper_bound_offset):
+            result.skipped_reason = "segments hold v0/v1 messages; the legacy compaction rules are not implemented"
+            return result
+        if offset_map is None:
+            offset_map = build_partition_offset_map(plan)
+        end_offset = min(offset_map.end_offset, plan.upper_bound_offset)
+        result.map_size = len(offset_map) if hasattr(offset_map, "__len__") else 0
+        result.end_offset = end_offset
+        recopied = [s for s in plan.segments if s.base_offset < end_offset]
+        groups = group_segments_by_size(
+            [GroupableSegment(s.base_offset, s.size_bytes, s.offset_index_bytes, s.time_index_bytes) for s in recopied],
+            max_size=config.segment_bytes, max_index_size=config.segment_index_bytes,
+            first_uncleanable_offset=plan.upper_bound_offset)
+        io_size = io_buffer_size or default_io_buffer_size(broker)
+        outputs = []
+        for idx in groups:
+            sources = [recopied[i] for i in idx]
+            g = _clean_group(plan, sources, offset_map, io_size, result, record_decisions)
+            result.counts.add(g.counts)
+            result.groups.append(GroupResult(g.base_offset, [s.base_offset for s in sources],
+                                             sum(s.size_bytes for s in sources), len(g.data), len(g.txn_entries),
+                                             g.counts))
+            if dry_run:
+                g.appender.finish()          # raises here if the indexes could not be built
+            else:
+                outputs.append(g)
+        if dry_run:
+            return result
+        # Kafka swaps each group right after cleaning it; all groups were computed first here so
+        # that a problem found in any group changes nothing on disk.
+        for g in outputs:
+            _swap_in(partition_dir, g, on_step)
+        update_cleaner_checkpoint(partition_dir.parent, topic, partition, end_offset)
+        _hook(on_step, STEP_CHECKPOINT, partition_dir.parent / CLEANER_OFFSET_CHECKPOINT)
+        result.cleaned = True
+        return result
+    except KafkalogError as e:
+        result.error = str(e)
+        return result
+    except OSError as e:
+        result.error = (f"{e.filename or partition_dir}: {e.strerror or e}; if the swap-in had begun, "
+                        "run `kafkalog recover` (or start the broker) to finish or roll it back")
+        return result
+
+
+def clean_partition(partition_dir, *, config: LogConfig, now_ms: int, broker: BrokerConfig = BrokerConfig(),
+                    offset_map: Optional[OffsetMap] = None, dry_run: bool = False,
+                    on_step: Optional[StepHook] = None, record_decisions: bool = True,
+                    io_buffer_size: Optional[int] = None, high_watermark: Optional[int] = None,
+                    force: bool = False) -> PartitionCleanResult:
+    """Clean one partition folder (one round). Refuses (``LogDirLockedError``) a log dir whose
+    ``.lock`` another process holds, and holds that lock while it works. ``offset_map``: a
+    precomputed map (the Spark job's); ``force``: clean even when the dirty ratio is too low.
+    Problems with the data are reported in ``result.error``; nothing is changed then."""
+    partition_dir = Path(partition_dir)
+    log_dir = partition_dir.parent
+    if is_locked(log_dir):
+        raise LogDirLockedError("the log dir is locked by a running broker (or another job)",
+                                path=log_dir / ".lock")
+    kwargs = dict(config=config, now_ms=now_ms, broker=broker, offset_map=offset_map, dry_run=dry_run,
+                  on_step=on_step, record_decisions=record_decisions, io_buffer_size=io_buffer_size,
+                  high_watermark=high_watermark, force=force)
+    if dry_run:
+        return _clean_locked(partition_dir, **kwargs)
+    with lock_log_dir(log_dir):
+        return _clean_locked(partition_dir, **kwargs)
+
+
+def clean_log_dir(log_dir, *, configs: KafkaConfigs, now_ms: int, dry_run: bool = False,
+                  on_step: Optional[StepHook] = None, record_decisions: bool = False,
+                  partitions: Optional[Iterable[Tuple[str, int]]] = None) -> List[PartitionCleanResult]:
+    """Clean every compacted live partition of a log dir (all eligible ones, not only the
+    filthiest), holding the dir's lock."""
+    from ..logdir import scan_log_dir
+
+    log_dir = Path(log_dir)
+    if is_locked(log_dir):
+        raise LogDirLockedError("the log dir is locked by a running broker (or another job)", path=log_dir / ".lock")
+    wanted = None if partitions is None else set(partitions)
+    scanned = scan_log_dir(log_dir)
+    results = []
+
+    def run():
+        for p in scanned.partitions:
+            if p.kind != "live" or (wanted is not None and (p.topic, p.partition) not in wanted):
+                continue
+            config = configs.for_topic(p.topic)
+            if not config.compact:
+                continue
+            results.append(_clean_locked(p.path, config=config, now_ms=now_ms, broker=configs.broker,
+                                         offset_map=None, dry_run=dry_run, on_step=on_step,
+                                         record_decisions=record_decisions, io_buffer_size=None,
+                                         high_watermark=None, force=False))
+    if dry_run:
+        run()
+    else:
+        with lock_log_dir(log_dir):
+            run()
+    return results

@@ -1,0 +1,180 @@
+"""A partition folder as the cleaner sees it (``LocalLog``/``LogSegment``): its segments with the
+numbers the cleaning rules need, the batches of a segment decoded one at a time, and the aborted
+transactions collected from the ``.txnindex`` files (``UnifiedLog.collectAbortedTransactions``).
+
+Only magic-2 data can be cleaned here: a segment holding a v0/v1 message makes the partition
+refused (``LegacyFormatError``), never silently rewritten. Every batch is CRC-checked while the
+segment is walked (Kafka's cleaner does not check CRCs; we refuse to launder a corrupt batch
+into a freshly checksummed one) and a torn tail is an error, not a truncation: run the broker's
+recovery (or restore) first.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator, List, Optional, Sequence
+
+from ..errors import KafkalogError
+from ..format import control_record as cr
+from ..format import record_batch as rb
+from ..format.file_records import MappedFile, ScanResult, scan_batches
+from ..format.records_reference import RecordRow, decode_v2_batch
+from ..index.offset_index import read_offset_index
+from ..index.time_index import read_time_index
+from ..index.transaction_index import AbortedTxn, TransactionIndex, read_transaction_index
+from ..logdir import scan_partition_dir
+from .cleanable import NO_TIMESTAMP, SegmentStats
+
+OFFSET_INDEX_ENTRY_BYTES = 8
+TIME_INDEX_ENTRY_BYTES = 12
+
+
+class LegacyFormatError(KafkalogError):
+    """A segment holds magic 0/1 messages, which this cleaner does not rewrite."""
+
+    default_hint = "the legacy (v0/v1) compaction rules are not implemented; leave this partition to the broker"
+
+
+@dataclass
+class LogSegment:
+    """One segment on disk plus what the cleaning rules read of it."""
+
+    base_offset: int
+    log_path: Path
+    index_path: Optional[Path]
+    time_index_path: Optional[Path]
+    txn_index_path: Optional[Path]
+    size_bytes: int
+    mtime_ns: int
+    next_offset: int                 # readNextOffset: last batch's lastOffset + 1, else base offset
+    largest_timestamp_ms: int        # last .timeindex entry if >= 0, else .log mtime (ms)
+    first_batch_timestamp_ms: int
+    offset_index_bytes: int          # .index size, as Kafka counts entries (file length)
+    time_index_bytes: int
+    has_legacy: bool
+    txn_index: TransactionIndex = field(repr=False, default=None)
+    _scan: Optional[ScanResult] = field(repr=False, default=None)
+
+    @property
+    def stats(self) -> SegmentStats:
+        return SegmentStats(self.base_offset, self.size_bytes, self.largest_timestamp_ms,
+                            self.first_batch_timestamp_ms)
+
+    def scan(self) -> ScanResult:
+        """The batch walk of the .log (CRC-checked once, then cached)."""
+        if self._scan is None:
+            self._scan = scan_batches(self.log_path, verify_crc=True, on_corrupt="raise")
+        return self._scan
+
+
+def _file_size(path: Optional[Path]) -> int:
+    try:
+        return os.stat(path).st_size if path is not None else 0
+    except FileNotFoundError:
+        return 0
+
+
+def load_segment(files, *, is_active: bool = False) -> LogSegment:
+    log_path = Path(files.log)
+    st = os.stat(log_path)
+    scan = scan_batches(log_path, verify_crc=True, on_corrupt="raise")
+    b = scan.batches
+    n = b.num_rows
+    next_offset = int(b.column("lastOffset")[n - 1].as_py()) + 1 if n else files.base_offset
+    first_ts = int(b.column("maxTimestamp")[0].as_py()) if n else NO_TIMESTAMP
+    has_legacy = n > 0 and min(b.column("magic").to_pylist()) < 2
+    largest = NO_TIMESTAMP
+    if files.timeindex is not None and not is_active:
+        try:
+            last = read_time_index(files.timeindex, base_offset=files.base_offset).last_entry()
+            largest = last[0] if last is not None else NO_TIMESTAMP
+        except KafkalogError:
+            largest = NO_TIMESTAMP
+    if largest < 0:
+        largest = st.st_mtime_ns // 1_000_000
+    txn = TransactionIndex(files.base_offset, ())
+    if files.txnindex is not None:
+        txn = read_transaction_index(files.txnindex, base_offset=files.base_offset)
+        txn.sanity_check(files.txnindex)
+    return LogSegment(files.base_offset, log_path, files.index, files.timeindex, files.txnindex, st.st_size,
+                      st.st_mtime_ns, next_offset, largest, first_ts, _file_size(files.index),
+                      _file_size(files.timeindex), has_legacy, txn, scan)
+
+
+def load_segments(partition_dir) -> List[LogSegment]:
+    """The segments of a partition folder in base-offset order (the last is the active one)."""
+    found = scan_partition_dir(partition_dir)
+    n = len(found.segments)
+    return [load_segment(f, is_active=(i == n - 1)) for i, f in enumerate(found.segments)]
+
+
+def collect_aborted_transactions(segments: Sequence[LogSegment], start_offset: int, upper_bound: int,
+                                 log_start_offset: int) -> List[AbortedTxn]:
+    """``UnifiedLog.collectAbortedTransactions(start, upperBound)``: from the segment holding
+    ``start_offset`` on, the entries with lastOffset >= logStartOffset and firstOffset < upperBound,
+    stopping after the first segment holding an entry whose lastStableOffset >= upperBound."""
+    first = 0
+    for i, s in enumerate(segments):
+        if s.base_offset <= start_offset:
+            first = i
+    out: List[AbortedTxn] = []
+    for s in segments[first:]:
+        found = s.txn_index.collect_aborted_txns(log_start_offset, upper_bound)
+        out.extend(found.aborted)
+        if found.is_complete:
+            break
+    return out
+
+
+@dataclass
+class SourceBatch:
+    """One v2 batch of a source segment: its header, original bytes and decoded records."""
+
+    header: rb.BatchHeader
+    position: int
+    raw: bytes
+    records: List[RecordRow]
+
+    @property
+    def control_type(self) -> Optional[int]:
+        """The control record's type of a control batch (None when it holds no record)."""
+        if not self.records:
+            return None
+        return cr.parse_control_type(self.records[0].key)
+
+    @property
+    def size(self) -> int:
+        return len(self.raw)
+
+
+def start_position(segment: LogSegment, offset: int) -> int:
+    """``offsetIndex.lookup(offset).position`` (0 when the index is missing or unreadable)."""
+    if segment.index_path is None or offset <= segment.base_offset:
+        return 0
+    try:
+        return read_offset_index(segment.index_path, base_offset=segment.base_offset).lookup(offset)[1]
+    except (KafkalogError, OSError):
+        return 0
+
+
+def read_batches(segment: LogSegment, *, max_batch_bytes: int, from_position: int = 0) -> Iterator[SourceBatch]:
+    """Decode the segment's batches in file order, starting at the first batch at or after
+    ``from_position``. Raises ``LegacyFormatError`` at a v0/v1 message."""
+    scan = segment.scan()
+    h = scan.headers
+    with MappedFile(segment.log_path) as f:
+        buf = f.array
+        for i in range(len(h)):
+            pos, size = int(h.position[i]), int(h.size[i])
+            if pos < from_position:
+                continue
+            if int(h.magic[i]) != rb.MAGIC_VALUE_V2:
+                raise LegacyFormatError(f"magic {int(h.magic[i])} message at offset {int(h.baseOffset[i])}",
+                                        path=segment.log_path, position=pos)
+            header, records = decode_v2_batch(buf, pos, path=segment.log_path, max_batch_bytes=max_batch_bytes)
+            yield SourceBatch(header, pos, bytes(buf[pos:pos + size]), records)
+
+
+__all__ = ["LogSegment", "SourceBatch", "LegacyFormatError", "load_segments", "load_segment",
+           "collect_aborted_transactions", "read_batches", "start_position"]

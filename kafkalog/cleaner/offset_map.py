@@ -1,0 +1,96 @@
+"""The key → latest offset map of one cleaning round (``SkimpyOffsetMap`` and
+``Cleaner.buildOffsetMap``, spec §7.3-7.4), exact instead of Kafka's MD5 table.
+
+Which records enter the map (dirty range [firstDirty, upperBound), batches in log order, the first
+segment read from ``offsetIndex.lookup(firstDirty).position``):
+
+* control batches: only update the transaction tracker (their keys never enter);
+* transactional data batches of an aborted transaction (known from the ``.txnindex`` entries
+  collected for [firstDirty, upperBound)) are skipped;
+* every other record with a NON-NULL key and offset >= firstDirty: map[key] = offset (later
+  records overwrite earlier ones: the map holds each exact key's LATEST offset).
+
+Deviation: Kafka's map holds at most floor(memory / 24 × 0.9) distinct MD5 digests and a full map
+ends the round early (endOffset in mid-log); this map has no capacity limit and compares keys by
+their exact bytes, so ``end_offset`` (the new cleaner checkpoint) is always the upper bound.
+
+The map is an object with ``latest_offset(key) -> int | None`` and ``end_offset``; a Spark job that
+computed the map elsewhere passes ``ExactOffsetMap.from_arrow(keys, offsets, end_offset=…)`` or any
+object with that interface (``OffsetMap``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, Iterable, Iterator, Optional, Protocol, Tuple
+
+from .local_log import SourceBatch
+from .transaction_metadata import CleanedTransactionMetadata
+
+
+class OffsetMap(Protocol):
+    """What the record filter needs of the map."""
+
+    end_offset: int           # exclusive: records at or beyond it are not covered (kept)
+
+    def latest_offset(self, key: bytes) -> Optional[int]:
+        ...
+
+
+@dataclass
+class ExactOffsetMap:
+    """A dict over exact key bytes. ``end_offset`` = the round's upper bound (exclusive)."""
+
+    end_offset: int
+    offsets: Dict[bytes, int] = field(default_factory=dict)
+
+    def latest_offset(self, key: bytes) -> Optional[int]:
+        return self.offsets.get(key)
+
+    def put(self, key: bytes, offset: int) -> None:
+        self.offsets[key] = offset
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    @classmethod
+    def from_mapping(cls, mapping, *, end_offset: int) -> "ExactOffsetMap":
+        return cls(end_offset, {bytes(k): int(v) for k, v in mapping.items()})
+
+    @classmethod
+    def from_arrow(cls, keys, offsets, *, end_offset: int) -> "ExactOffsetMap":
+        """From parallel Arrow (or list) columns of keys and offsets; for a repeated key the largest
+        offset wins, so the rows need not be reduced or ordered first."""
+        to_list = (lambda c: c.to_pylist() if hasattr(c, "to_pylist") else list(c))
+        out: Dict[bytes, int] = {}
+        for k, o in zip(to_list(keys), to_list(offsets)):
+            if k is None:
+                raise ValueError("null keys never enter the offset map")
+            if o > out.get(k, -1):
+                out[k] = o
+        return cls(end_offset, out)
+
+
+def map_entries(batches: Iterable[SourceBatch], tracker: CleanedTransactionMetadata,
+                first_dirty_offset: int) -> Iterator[Tuple[bytes, int]]:
+    """The (key, offset) pairs that enter the map, in log order (§7.4). ``tracker`` holds the
+    aborted transactions collected for the dirty range."""
+    for batch in batches:
+        h = batch.header
+        if h.is_control:
+            tracker.on_control_batch(h.producer_id, h.last_offset, batch.control_type)
+            continue
+        if tracker.on_data_batch(h.producer_id, h.last_offset, h.is_transactional):
+            continue
+        for r in batch.records:
+            if r.key is not None and r.offset >= first_dirty_offset:
+                yield r.key, r.offset
+
+
+def build_offset_map(batches: Iterable[SourceBatch], tracker: CleanedTransactionMetadata, *,
+                     first_dirty_offset: int, upper_bound_offset: int) -> ExactOffsetMap:
+    """Build the exact map over the dirty range (batches past ``upper_bound_offset`` must not be
+    passed)."""
+    m = ExactOffsetMap(upper_bound_offset)
+    for key, offset in map_entries(batches, tracker, first_dirty_offset):
+        m.offsets[key] = offset
+    return m
