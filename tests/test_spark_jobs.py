@@ -168,3 +168,16 @@ def test_spark_submit_script_runs_a_job_with_the_zip(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert "to be freed" in done.stdout
     assert json.loads(report.read_text())["summary"]["segments_deleted"] == 4
+
+
+def test_delta_engine_choice_without_delta_jars(spark, tmp_path):
+    # these machines have no Delta jars (no Maven): auto falls back to delta-rs, forcing spark is a clear error
+    assert delta_tables.choose_engine(spark, "auto") == "rs"
+    with pytest.raises(RuntimeError, match="--delta-engine rs"):
+        delta_tables.choose_engine(spark, "spark")
+    df = spark.createDataFrame([(1, "a"), (2, "b")], "n long, s string")
+    first = delta_tables.write_table(df, tmp_path / "t", engine="rs", metadata={"job": "test"})
+    second = delta_tables.write_table(df.limit(1), tmp_path / "t", mode="overwrite", engine="rs")
+    assert (first.version, first.rows, second.version, second.rows) == (0, 2, 1, 1)
+    assert sorted(r.n for r in delta_tables.read_table(spark, tmp_path / "t").collect()) == [1]
+    assert [h["operation"] for h in delta_tables.table_history(tmp_path / "t")][0] in ("WRITE", "CREATE OR REPLACE TABLE")
