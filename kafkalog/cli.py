@@ -137,6 +137,241 @@ def _run_demo(args) -> int:
     return 0 if code is None else int(code)
 
 
+# --- offsets / fetch (kafkalog.lookup) -------------------------------------------------------
+
+def _time_spec(text: str) -> int:
+    from .lookup import parse_time_spec
+    try:
+        return parse_time_spec(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _partition_list(text: str) -> List[int]:
+    """GetOffsetShell's --partitions: comma-separated partition ids."""
+    try:
+        parts = sorted({int(p) for p in text.split(",") if p.strip()})
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--partitions expects a comma separated list of numeric partition ids, but received: {text}") from None
+    if not parts or parts[0] < 0:
+        raise argparse.ArgumentTypeError(f"partition ids must be >= 0: {text!r}")
+    return parts
+
+
+def _add_log_dir_arguments(p) -> None:
+    p.add_argument("--log-dirs", required=True, type=_file_list, metavar="DIR[,DIR...]",
+                   help="REQUIRED: the broker's log dirs (log.dirs), comma-separated")
+    p.add_argument("--topic", required=True, help="REQUIRED: the topic (its exact name)")
+    p.add_argument("--isolation", choices=("log_end", "high_watermark"), default="log_end",
+                   help="log_end (default): read up to the log end offset, latest = LEO, as the log layer "
+                        "answers; high_watermark: up to the checkpointed high watermark, as a read_uncommitted "
+                        "client is answered (replication-offset-checkpoint; it lags the broker by up to 5 s)")
+    p.add_argument("--json", action="store_true", help="one JSON object per line instead of text")
+
+
+def _find_partition_dirs(log_dirs: Sequence[str], topic: str, partitions: Optional[Sequence[int]]):
+    """{partition: (partition folder, its log dir)} of the live replicas of ``topic``; a missing log
+    dir, topic or partition, or a replica in two log dirs, is a KafkalogError saying what to do."""
+    from .logdir import LIVE, parse_partition_dir_name
+
+    found: dict = {}
+    topics: set = set()
+    for log_dir in log_dirs:
+        if not os.path.isdir(log_dir):
+            raise KafkalogError("log dir does not exist or is not a directory", path=log_dir,
+                                hint="pass the broker's log.dirs, the folders that hold <topic>-<partition> folders")
+        try:
+            names = sorted(os.listdir(log_dir))
+        except OSError as e:
+            raise KafkalogError(f"cannot list the log dir ({e.strerror or e})", path=log_dir) from None
+        for name in names:
+            try:
+                t, partition, kind = parse_partition_dir_name(name)
+            except KafkalogError:
+                continue
+            if kind != LIVE or not os.path.isdir(os.path.join(log_dir, name)):
+                continue
+            topics.add(t)
+            if t != topic:
+                continue
+            if partition in found:
+                raise KafkalogError(
+                    f"{topic}-{partition} is in two log dirs ({found[partition][1]} and {log_dir})",
+                    hint="a broker refuses to start like this; pass only the log dir that holds the replica you want")
+            found[partition] = (os.path.join(log_dir, name), log_dir)
+    where = ", ".join(log_dirs)
+    if not found:
+        known = ", ".join(sorted(topics)[:20]) or "none"
+        raise KafkalogError(f"topic {topic!r} has no partition folder in {where}",
+                            hint=f"check --topic and --log-dirs; topics there: {known}")
+    if partitions is not None:
+        missing = [p for p in partitions if p not in found]
+        if missing:
+            raise KafkalogError(
+                f"partition(s) {','.join(map(str, missing))} of topic {topic!r} not found in {where}",
+                hint=f"partitions present: {','.join(map(str, sorted(found)))}")
+        found = {p: found[p] for p in partitions}
+    return found
+
+
+def _open_partition(path: str, log_dir: str):
+    from .lookup import PartitionLog
+    try:
+        return PartitionLog.open(path, log_dir=log_dir)
+    except OSError as e:
+        raise KafkalogError(f"cannot read the partition folder ({e.strerror or e})",
+                            path=getattr(e, "filename", None) or path) from None
+
+
+def _warn(command: str, text: str) -> None:
+    sys.stdout.flush()
+    _write_line(sys.stderr, f"{PROG} {command}: warning: {text}")
+
+
+def _add_offsets(subparsers) -> None:
+    p = subparsers.add_parser(
+        "offsets", help="offsets by time (earliest, latest, max-timestamp, a timestamp) as kafka-get-offsets.sh",
+        description="Answer ListOffsets from the files, as the broker does, and print topic:partition:offset "
+                    "lines as kafka-get-offsets.sh (GetOffsetShell) prints them: sorted by 'topic-partition', "
+                    "a partition with no answer (offset -1: a timestamp past the last record, max-timestamp "
+                    "without timestamps) is left out. --json prints every partition with its timestamp, "
+                    "leader epoch, segment and why. Rules and choices: kafkalog.lookup's docstring.")
+    _add_log_dir_arguments(p)
+    p.add_argument("--partitions", type=_partition_list, default=None, metavar="P[,P...]",
+                   help="comma-separated partition ids (default: every partition found)")
+    p.add_argument("--time", type=_time_spec, default=-1, metavar="TIME",
+                   help="-1 or latest (default), -2 or earliest, -3 or max-timestamp, a timestamp in epoch "
+                        "ms, or an ISO-8601 time (no zone: UTC): the first offset whose record timestamp is >= it")
+    p.set_defaults(handler=_run_offsets)
+
+
+def _run_offsets(args) -> int:
+    try:
+        return _offsets(args)
+    except OSError as e:
+        raise KafkalogError(f"cannot read ({e.strerror or e})", path=getattr(e, "filename", None)) from None
+
+
+def _offsets(args) -> int:
+    import json
+
+    found = _find_partition_dirs(args.log_dirs, args.topic, args.partitions)
+    rows = []
+    for partition, (path, log_dir) in found.items():
+        with _open_partition(path, log_dir) as log:
+            result = log.lookup(args.time, isolation=args.isolation)
+            notes = list(log.notes) + list(result.notes)
+        rows.append((f"{args.topic}-{partition}", partition, result, notes))
+    for name, partition, result, notes in sorted(rows, key=lambda r: r[0]):   # TreeMap by TopicPartition.toString
+        for note in notes:
+            _warn("offsets", note)
+        if args.json:
+            obj = {"topic": args.topic, "partition": partition, **result.to_json()}
+            _write_line(sys.stdout, json.dumps(obj, separators=(",", ":")))
+        elif result.found:
+            _write_line(sys.stdout, f"{args.topic}:{partition}:{result.offset}")
+    sys.stdout.flush()
+    return 0
+
+
+def _add_fetch(subparsers) -> None:
+    p = subparsers.add_parser(
+        "fetch", help="print records from an offset or a time, as kafka-console-consumer would",
+        description="Find where a fetch from --offset (or from the first record at or after --time) starts, "
+                    "through the indexes, and print the records from there: by default one line per record "
+                    "'<timestampType>:<timestamp>\\tOffset:<offset>\\t<key>\\t<value>' (kafka-console-consumer with "
+                    "print.timestamp, print.offset, print.key; null is printed as null, bytes that are not UTF-8 "
+                    "as \\x escapes); --json prints one object per record. Control records (transaction "
+                    "markers) are skipped, as a consumer skips them. CRCs are checked.")
+    _add_log_dir_arguments(p)
+    p.add_argument("--partition", required=True, type=_non_negative_int, metavar="P", help="REQUIRED: the partition")
+    start = p.add_mutually_exclusive_group(required=True)
+    start.add_argument("--offset", type=_non_negative_int, metavar="N", help="the first offset to print")
+    start.add_argument("--time", type=_time_spec, metavar="TIME",
+                       help="start at the offset kafkalog offsets --time TIME gives (-2 earliest, -1 latest, "
+                            "epoch ms or ISO-8601)")
+    p.add_argument("--max-records", type=_non_negative_int, default=None, metavar="K",
+                   help="print at most K records (default: to the end)")
+    p.set_defaults(handler=_run_fetch)
+
+
+def _text(data) -> str:
+    return "null" if data is None else data.decode("utf-8", "backslashreplace")
+
+
+def _record_json(topic: str, row: dict, timestamp: int) -> dict:
+    import base64
+
+    def b64(data):
+        return None if data is None else base64.b64encode(data).decode("ascii")
+
+    def utf8(data):
+        if data is None:
+            return None
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+
+    return {"topic": topic, "partition": row["partition"], "offset": row["offset"], "timestamp": timestamp,
+            "timestampType": {0: "CreateTime", 1: "LogAppendTime"}.get(row["timestampType"], "NoTimestampType"),
+            "leaderEpoch": row["partitionLeaderEpoch"], "key": utf8(row["key"]), "value": utf8(row["value"]),
+            "key_b64": b64(row["key"]), "value_b64": b64(row["value"]),
+            "headers": [{"key": h["key"], "value_b64": b64(h["value"])} for h in row["headers"]]}
+
+
+def _run_fetch(args) -> int:
+    try:
+        return _fetch(args)
+    except OSError as e:
+        raise KafkalogError(f"cannot read ({e.strerror or e})", path=getattr(e, "filename", None)) from None
+
+
+def _fetch(args) -> int:
+    import json
+
+    import pyarrow as pa
+
+    from .lookup import WHY_TEXT
+
+    found = _find_partition_dirs(args.log_dirs, args.topic, [args.partition])
+    path, log_dir = found[args.partition]
+    with _open_partition(path, log_dir) as log:
+        offset = args.offset
+        if offset is None:
+            result = log.lookup(args.time, isolation=args.isolation)
+            for note in result.notes:
+                _warn("fetch", note)
+            if not result.found:
+                _warn("fetch", f"no record to start from for --time {args.time} in {args.topic}-{args.partition}: "
+                               f"{WHY_TEXT.get(result.why, result.why)}")
+                return 0
+            offset = result.offset
+        for note in log.notes:
+            _warn("fetch", note)
+        left = args.max_records
+        for batch in log.read_records(offset, isolation=args.isolation):
+            batch = batch.filter(pa.compute.invert(batch.column("isControl")))
+            if left is not None:
+                batch = batch.slice(0, left)
+                left -= batch.num_rows
+            ts_ms = batch.column("timestamp").cast(pa.int64()).to_pylist()
+            for row, ts in zip(batch.to_pylist(), ts_ms):
+                if args.json:
+                    obj = _record_json(args.topic, row, -1 if ts is None else ts)
+                    _write_line(sys.stdout, json.dumps(obj, separators=(",", ":")))
+                else:
+                    kind = {0: "CreateTime", 1: "LogAppendTime"}.get(row["timestampType"])
+                    stamp = "NO_TIMESTAMP" if kind is None or ts is None else f"{kind}:{ts}"
+                    _write_line(sys.stdout, f"{stamp}\tOffset:{row['offset']}\t{_text(row['key'])}\t"
+                                            f"{_text(row['value'])}")
+            if left == 0:
+                break
+    sys.stdout.flush()
+    return 0
+
+
 # --- recover (kafkalog.cleaner.recover) -------------------------------------------------------
 
 def _add_recover(subparsers) -> None:
@@ -166,7 +401,7 @@ def _run_recover(args) -> int:
 
 # --- main -------------------------------------------------------------------------------------
 
-SUBCOMMANDS: Sequence[Callable] = (_add_dump, _add_demo, _add_recover)
+SUBCOMMANDS: Sequence[Callable] = (_add_dump, _add_demo, _add_offsets, _add_fetch, _add_recover)
 
 
 def build_parser() -> argparse.ArgumentParser:
