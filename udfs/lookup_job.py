@@ -1,0 +1,235 @@
+"""``spark-submit.sh lookup``: thousands of offset/timestamp lookups at once (Kafka's ListOffsets and
+offset → batch position), answered by ``kafkalog.lookup.PartitionLog`` on the executors.
+
+Plan: the driver resolves each (topic, partition) to its folder — from the segment catalog
+(``--catalog``, the Delta table of the catalog job) or by listing the log dirs' top level — and the
+queries are repartitioned by (topic, partition), so each task opens only the partitions it is asked
+about, each once, and a partition opens only the segments its queries reach (indexes are read when a
+segment is first needed; the ``.log`` is read in a few index intervals with pread).
+
+Queries (``--queries``): CSV with a header, JSON lines, or a Delta table folder, with columns ``topic``,
+``partition`` and ``timestamp`` (epoch ms, ISO-8601, -1 latest, -2 earliest, -3 max-timestamp, or their
+names) and/or ``offset``; an optional ``id`` is carried through. A row with an offset is an offset
+lookup (the batch a fetch from there starts at); otherwise a timestamp lookup. Bad rows are answered
+with ``why = "bad_query"`` and the reason, never by failing the job.
+"""
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+from typing import Optional, Sequence
+
+import pyarrow as pa
+
+from kafkalog.errors import KafkalogError
+from kafkalog.logdir import LIVE, parse_partition_dir_name
+
+from . import delta_tables
+from .job import (EXIT_OK, EXIT_PARTIAL, UsageError, base_parser, progress, resolve_log_dirs, write_report)
+from .partitions import list_partition_folders, spark_arrow_schema
+from .session import build_session
+
+JOB = "lookup"
+DESCRIPTION = "Answer many offset/timestamp lookups (Kafka's ListOffsets, offset -> batch position) in parallel."
+
+RESULT_SCHEMA = pa.schema([
+    pa.field("id", pa.string()),
+    pa.field("topic", pa.string()),
+    pa.field("partition", pa.int32()),
+    pa.field("query", pa.string()),                  # timestamp / offset
+    pa.field("query_timestamp", pa.int64()),
+    pa.field("query_offset", pa.int64()),
+    pa.field("found", pa.bool_()),
+    pa.field("why", pa.string()),                    # kafkalog.lookup why-codes, unknown_partition, bad_query, error
+    pa.field("offset", pa.int64()),
+    pa.field("timestamp", pa.int64()),
+    pa.field("leader_epoch", pa.int32()),
+    pa.field("segment", pa.int64()),
+    pa.field("position", pa.int64()),                # offset lookups: the batch's byte position in the segment
+    pa.field("batch_base_offset", pa.int64()),
+    pa.field("batch_last_offset", pa.int64()),
+    pa.field("partition_dir", pa.string()),
+    pa.field("message", pa.string()),
+])
+
+
+def build_parser():
+    parser = base_parser(JOB, DESCRIPTION, epilog=(
+        "Answers follow kafkalog.lookup (README: lookups): not found = found false, offset -1, with `why`.\n"
+        "Offset lookups give the batch a fetch from that offset starts at (segment, position, base/last offset)."))
+    parser.add_argument("--queries", required=True, metavar="FILE",
+                        help="CSV (header), JSON lines (.json/.jsonl) or a Delta table folder of queries")
+    parser.add_argument("--catalog", metavar="PATH", help="resolve partitions from this catalog Delta table "
+                                                           "instead of listing the log dirs")
+    parser.add_argument("--isolation", choices=("log_end", "high_watermark"), default="log_end",
+                        help="LATEST and the upper bound: the log end offset, or the checkpointed high watermark")
+    parser.add_argument("--output", metavar="PATH", help="Delta table to write the answers to (replaced)")
+    parser.add_argument("--output-json", metavar="PATH", help="write the answers as JSON lines here")
+    parser.add_argument("--dry-run", action="store_true", help="read and resolve the queries; look nothing up")
+    return parser
+
+
+def read_queries(spark, path: str):
+    """The query file as a DataFrame of strings: topic, partition, timestamp, offset, id."""
+    from pyspark.sql import functions as F
+
+    p = Path(path)
+    if not p.exists():
+        raise UsageError(f"--queries {path} does not exist")
+    if p.is_dir() and (p / "_delta_log").is_dir():
+        df = delta_tables.read_table(spark, p)
+    elif p.suffix.lower() in (".json", ".jsonl", ".ndjson"):
+        df = spark.read.json(str(p))
+    elif p.suffix.lower() in (".csv", ".txt") or p.is_file():
+        df = spark.read.option("header", True).csv(str(p))
+    else:
+        raise UsageError(f"--queries {path}: give a CSV file, a JSON-lines file or a Delta table folder")
+    columns = {c.lower(): c for c in df.columns}
+    missing = [c for c in ("topic", "partition") if c not in columns]
+    if missing or not ({"timestamp", "offset"} & set(columns)):
+        raise UsageError(f"--queries {path}: needs columns topic, partition and timestamp and/or offset "
+                         f"(found {', '.join(df.columns) or 'none'})")
+    return df.select(*[(F.col(columns[c]).cast("string") if c in columns else F.lit(None).cast("string")).alias(c)
+                       for c in ("topic", "partition", "timestamp", "offset", "id")])
+
+
+def partition_folders(spark, log_dirs, catalog: Optional[str]) -> dict:
+    """(topic, partition) -> (log dir, folder) of live partitions; a partition in two log dirs is an
+    error for that partition (a broker refuses to start), recorded as None."""
+    pairs = []
+    if catalog:
+        rows = delta_tables.read_table(spark, catalog).where("partition_kind = 'live'") \
+            .select("log_dir", "partition_dir", "topic", "partition").distinct().collect()
+        pairs = [((r["topic"], r["partition"]), (r["log_dir"], r["partition_dir"])) for r in rows]
+    else:
+        for log_dir, folder in list_partition_folders(log_dirs):
+            try:
+                topic, partition, kind = parse_partition_dir_name(Path(folder).name)
+            except KafkalogError:
+                continue
+            if kind == LIVE:
+                pairs.append(((topic, partition), (log_dir, folder)))
+    folders: dict = {}
+    for key, value in pairs:
+        folders[key] = None if key in folders else value
+    return folders
+
+
+def answer_queries(rows: list[dict], folders: dict, *, isolation: str, dry_run: bool = False) -> list[dict]:
+    """Answer query rows (strings as read) with one PartitionLog per partition; plain Python, so the
+    local path and the executors run the same code."""
+    from kafkalog.lookup import OffsetOutOfRangeError, PartitionLog, parse_time_spec
+
+    logs: dict = {}
+    out = []
+    try:
+        for q in rows:
+            result = dict(id=q.get("id"), topic=q.get("topic"), partition=None, query=None, found=False)
+            out.append(result)
+            try:
+                partition = int(str(q.get("partition")).strip())
+                result["partition"] = partition
+                if q.get("offset") not in (None, ""):
+                    result.update(query="offset", query_offset=int(str(q["offset"]).strip()))
+                elif q.get("timestamp") not in (None, ""):
+                    result.update(query="timestamp", query_timestamp=parse_time_spec(str(q["timestamp"])))
+                else:
+                    raise ValueError("neither timestamp nor offset given")
+            except (ValueError, TypeError) as exc:
+                result.update(why="bad_query", message=str(exc))
+                continue
+            key = (result["topic"], partition)
+            where = folders.get(key)
+            if where is None:
+                result.update(why="unknown_partition", message=(
+                    f"{key[0]}-{key[1]} is in more than one log dir" if key in folders else
+                    f"no live folder {key[0]}-{key[1]} in the log dirs"))
+                continue
+            result["partition_dir"] = where[1]
+            if dry_run:
+                result.update(why="dry_run")
+                continue
+            try:
+                log = logs.get(key)
+                if log is None:
+                    log = logs[key] = PartitionLog(where[1], log_dir=where[0])
+                if result["query"] == "offset":
+                    pos = log.translate_offset(result["query_offset"], isolation=isolation)
+                    if pos is None:
+                        result.update(why="at_end", offset=result["query_offset"])
+                    else:
+                        result.update(found=True, why="found", offset=result["query_offset"], segment=pos.segment,
+                                      position=pos.position, batch_base_offset=pos.base_offset,
+                                      batch_last_offset=pos.last_offset)
+                else:
+                    r = log.lookup(result["query_timestamp"], isolation=isolation)
+                    result.update(found=r.found, why=r.why, offset=r.offset, timestamp=r.timestamp,
+                                  leader_epoch=r.leader_epoch, segment=r.segment,
+                                  message="; ".join(r.notes) or None)
+            except OffsetOutOfRangeError as exc:
+                result.update(why="out_of_range", message=str(exc))
+            except (KafkalogError, OSError) as exc:
+                result.update(why="error", message=str(exc))
+    finally:
+        for log in logs.values():
+            log.close()
+    return out
+
+
+def lookup_frame(queries_df, folders: dict, *, isolation: str, dry_run: bool = False):
+    """The answers as a DataFrame: queries grouped by partition on the executors."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    out_schema = spark_arrow_schema(RESULT_SCHEMA)
+
+    def run(batches):
+        for batch in batches:
+            rows = answer_queries(batch.to_pylist(), folders, isolation=isolation, dry_run=dry_run)
+            if rows:
+                yield pa.RecordBatch.from_pylist(rows, schema=RESULT_SCHEMA).cast(out_schema)
+
+    spread = queries_df.repartition("topic", "partition").sortWithinPartitions("topic", "partition")
+    return spread.mapInArrow(run, from_arrow_schema(out_schema))
+
+
+def main(argv: Sequence[str], *, spark=None) -> int:
+    args = build_parser().parse_args(argv)
+    log_dirs = [] if args.catalog and not args.log_dirs else resolve_log_dirs(args)
+    spark = spark or build_session(f"kafkalog-{JOB}", master=args.master)
+    started, run_id = time.monotonic(), uuid.uuid4().hex
+    queries = read_queries(spark, args.queries)
+    folders = partition_folders(spark, log_dirs, args.catalog)
+    progress(f"{len(folders)} partitions known; answering queries from {args.queries}")
+    answers = lookup_frame(queries, folders, isolation=args.isolation, dry_run=args.dry_run).cache()
+    table = answers.toArrow()
+    answers.unpersist()
+    by_why: dict = {}
+    for why in table.column("why").to_pylist():
+        by_why[why] = by_why.get(why, 0) + 1
+    elapsed = time.monotonic() - started
+    output = None
+    if args.output:
+        df = spark.createDataFrame(table)
+        output = delta_tables.write_table(df, args.output, mode=delta_tables.OVERWRITE, engine=args.delta_engine,
+                                          metadata={"job": JOB, "run_id": run_id}).to_dict()
+    if args.output_json:
+        import json
+        with open(args.output_json, "w", encoding="utf-8") as f:
+            for row in table.to_pylist():
+                f.write(json.dumps(row) + "\n")
+    failed = sum(n for why, n in by_why.items() if why in ("bad_query", "unknown_partition", "error"))
+    summary = dict(queries=table.num_rows, found=sum(1 for v in table.column("found").to_pylist() if v),
+                   by_why=dict(sorted(by_why.items())), failed=failed, seconds=round(elapsed, 3),
+                   lookups_per_second=round(table.num_rows / elapsed, 1) if elapsed else None)
+    print(f"{summary['queries']} queries: {summary['found']} found; " +
+          ", ".join(f"{k} {v}" for k, v in summary["by_why"].items()))
+    write_report(args.report, dict(job=JOB, run_id=run_id, isolation=args.isolation, dry_run=bool(args.dry_run),
+                                   summary=summary, output=output,
+                                   results=table.to_pylist() if table.num_rows <= 10_000 else None))
+    return EXIT_PARTIAL if failed else EXIT_OK
+
+
+def entry(argv: Optional[Sequence[str]] = None) -> int:
+    from .job import run
+    return run(JOB, main, argv)
