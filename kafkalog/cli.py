@@ -301,18 +301,8 @@ def _text(data) -> str:
 
 
 def _record_json(topic: str, row: dict, timestamp: int) -> dict:
-    import base64
-
-    def b64(data):
-        return None if data is None else base64.b64encode(data).decode("ascii")
-
-    def utf8(data):
-        if data is None:
-            return None
-        try:
-            return data.decode("utf-8")
-        except UnicodeDecodeError:
-            return None
+    """A fetched record as ``kafkalog dump --json`` writes records (same key/value fields)."""
+    from .dump import _b64 as b64, _utf8_or_none as utf8
 
     return {"topic": topic, "partition": row["partition"], "offset": row["offset"], "timestamp": timestamp,
             "timestampType": {0: "CreateTime", 1: "LogAppendTime"}.get(row["timestampType"], "NoTimestampType"),

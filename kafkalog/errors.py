@@ -130,6 +130,13 @@ class LogDirLockedError(KafkalogError):
     default_hint = "stop the broker that owns this log dir, or work on a copy"
 
 
+class OffsetOutOfRangeError(KafkalogError):
+    """An offset below the log start offset or above the readable end (Kafka's
+    OffsetOutOfRangeException)."""
+
+    default_hint = "ask for an offset between the log start offset and the log end offset (kafkalog offsets)"
+
+
 class OffsetOverflowError(KafkalogError):
     """An offset does not fit a segment's 32-bit relative offset."""
 

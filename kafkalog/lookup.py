@@ -99,7 +99,7 @@ import pyarrow.compute as pc
 
 from .checkpoint import (LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
                          EpochEntry, read_leader_epoch_checkpoint, read_offset_checkpoint)
-from .errors import CorruptIndexError, CorruptRecordError, KafkalogError, OffsetOverflowError
+from .errors import CorruptIndexError, CorruptRecordError, KafkalogError, OffsetOutOfRangeError, OffsetOverflowError
 from .format.decoder import PartitionId, decode_window
 from .format.file_records import (ERR_TRUNCATED, OK_END, OK_WINDOW, HeaderArrays,
                                   MappedFile, _scan, check_crcs, crc_error, resolve_engine, scan_buffer, walk_error)
@@ -155,13 +155,6 @@ MAX_PREAD_SCAN_BYTES = 64 << 20    # a longer header scan (a rebuild) goes throu
 LOG_OVERHEAD = 12                  # baseOffset int64 + batchLength int32, before every batch
 SIZE_FIELD_POS = 8                 # batchLength
 _TIME_SLOT = struct.Struct(">qi")  # one .timeindex entry
-
-
-class OffsetOutOfRangeError(KafkalogError):
-    """An offset below the log start offset or above the readable end (Kafka's
-    OffsetOutOfRangeException)."""
-
-    default_hint = "ask for an offset between the log start offset and the log end offset (kafkalog offsets)"
 
 
 # --- data structures ------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from kafkalog.checkpoint import atomic_write
+from kafkalog.cli import _non_negative_int as _non_negative  # noqa: F401 - the jobs' argument type too
 from kafkalog.config import KafkaConfigs, load_configs
 from kafkalog.errors import ConfigError, KafkalogError
 
@@ -54,16 +55,6 @@ def parse_time_ms(text: str) -> int:
     if value.tzinfo is None:
         value = value.replace(tzinfo=timezone.utc)
     return int(value.timestamp() * 1000)
-
-
-def _non_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid integer: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, not {value}")
-    return value
 
 
 def base_parser(job: str, description: str, *, epilog: Optional[str] = None) -> JobArgumentParser:
