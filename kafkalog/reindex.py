@@ -1,0 +1,267 @@
+"""Reindexing a partition: verify every segment's indexes (``kafkalog.index_verification``), rebuild
+the ones that are not byte-identical to Kafka's recovery, and optionally cut a ``.log``'s corrupt tail
+as recovery does — one row per index file saying what was found and done (``REINDEX_SCHEMA``), plus a
+``log`` row for each ``.log`` with a corrupt tail (class ``corrupt``), for the skipped active segment
+(class ``skipped``) and for a segment that could not be read (class ``error``).
+
+Rules and choices (spec §3.3, §4.2, §5.2-§5.4):
+
+* **Active segment** (the partition's last): a running broker owns it — its indexes are preallocated,
+  zero-padded and written as it appends. It is skipped unless ``include_active``; then it is checked
+  with the active rules (zero tail allowed, no final time-index entry needed) and a rebuild writes
+  trimmed files with the final entry, which is what a clean shutdown (``close()``) leaves; a broker
+  resizes them to ``segment.index.bytes`` when it loads the log.
+* **Rebuild**: every index that is ``valid``, ``missing`` or ``corrupt`` is replaced by recovery's
+  rebuild (the topic's ``index.interval.bytes``), written through ``<name>.tmp``, fsynced, renamed and
+  the folder fsynced. ``identical`` files are not touched, so a second run changes nothing and reports
+  every file ``identical``. A ``.txnindex`` whose rebuild is empty is truncated to 0 bytes (as recovery
+  does) and never created.
+* **Corrupt tail** (``truncate_tail``): the ``.log`` is cut at the end of its last valid batch (where
+  recovery truncates, §5.2). The cut bytes are first saved, atomically, beside it as
+  ``corrupt-tail-<20-digit base offset>-at-<position>.bin``. A broker never reads or deletes that file:
+  it is not a segment, index, snapshot, ``.deleted``/``.cleaned``/``.swap`` or ``.tmp`` name, and
+  because it does not start with digits, the startup pass that deletes files whose leading offset lies
+  in an interrupted swap's range skips it (``offsetFromFile`` fails and the file is ignored, §3.3) — a
+  ``<base>.log.<suffix>`` name would be deleted there. ``kafkalog dump --files`` reads ``.bin`` files as
+  raw record sets. Unlike a broker, later segments are kept (a broker recovering a truncated segment
+  deletes every later one); the row says how many there are. A tail our walk cannot read only because a
+  batch has magic > 2 is not cut: Kafka treats such a batch as v2 and keeps it.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import pyarrow as pa
+
+from .checkpoint import atomic_write, fsync_dir
+from .errors import KafkalogError
+from .index.builder import DEFAULT_INDEX_INTERVAL_BYTES
+from .index.offset_index import write_offset_index
+from .index.time_index import write_time_index
+from .index.transaction_index import write_transaction_index
+from .index_verification import (CORRUPT, IDENTICAL, MISSING, OFFSET_INDEX, TIME_INDEX, TXN_INDEX,
+                                 DEFAULT_SEGMENT_INDEX_BYTES, SegmentVerification, verify_segment)
+from .format.file_records import scan_batches
+from .logdir import PartitionDir, scan_partition_dir
+from .producer_snapshot import read_producer_snapshot
+
+LOG = "log"
+PARTITION = "partition"
+ERROR = "error"       # a class: the file or folder could not be read
+SKIPPED = "skipped"   # a class: the active segment, left alone without include_active
+#: actions
+NONE, REBUILT, CREATED, TRUNCATED, NOT_REBUILT, FAILED = "none", "rebuilt", "created", "truncated", "not rebuilt", "failed"
+CORRUPT_TAIL_PREFIX = "corrupt-tail-"
+
+REINDEX_SCHEMA = pa.schema([
+    pa.field("log_dir", pa.string()),
+    pa.field("partition_dir", pa.string(), nullable=False),
+    pa.field("topic", pa.string()),
+    pa.field("partition", pa.int32()),
+    pa.field("base_offset", pa.int64()),
+    pa.field("is_active", pa.bool_()),
+    pa.field("file", pa.string()),                  # file name (null for a partition-level error)
+    pa.field("kind", pa.string(), nullable=False),  # index / timeindex / txnindex / log / partition
+    pa.field("class", pa.string(), nullable=False), # identical/valid/missing/corrupt; error; skipped (active)
+    pa.field("reason", pa.string()),
+    pa.field("entries", pa.int64()),
+    pa.field("expected_entries", pa.int64()),
+    pa.field("first_bad_entry", pa.int64()),
+    pa.field("first_bad_position", pa.int64()),
+    pa.field("file_size", pa.int64()),
+    pa.field("log_size", pa.int64()),
+    pa.field("log_valid_bytes", pa.int64()),
+    pa.field("action", pa.string(), nullable=False),
+    pa.field("action_detail", pa.string()),
+])
+
+
+@dataclass(frozen=True)
+class TailCut:
+    """What ``truncate_corrupt_tail`` did: the .log was cut at ``position`` and the ``length`` bytes
+    after it were saved in ``side_file``."""
+
+    log_path: Path
+    position: int
+    length: int
+    side_file: Path
+    error: Optional[str] = None          # why the walk stopped there
+
+
+def corrupt_tail_file_name(base_offset: int, position: int) -> str:
+    return f"{CORRUPT_TAIL_PREFIX}{base_offset:020d}-at-{position}.bin"
+
+
+def truncate_corrupt_tail(log_path: os.PathLike | str) -> Optional[TailCut]:
+    """Cut the ``.log`` after its last valid batch, as Kafka's recovery does, after saving the cut
+    bytes in ``corrupt-tail-<base>-at-<position>.bin`` beside it (see the module docstring). Returns
+    None when the whole file is valid, or when the walk stopped only at a magic > 2 batch (Kafka
+    keeps it). Safe to repeat after a crash: the side file is rewritten with the same bytes."""
+    from .errors import UnknownMagicError
+
+    log_path = Path(log_path)
+    scan = scan_batches(log_path, verify_crc=True, on_corrupt="stop")
+    if scan.valid_bytes >= scan.file_size or isinstance(scan.error, UnknownMagicError):
+        return None
+    base = int(log_path.name.split(".", 1)[0])
+    position = scan.valid_bytes
+    with open(log_path, "rb") as f:
+        f.seek(position)
+        tail = f.read()
+    side = log_path.with_name(corrupt_tail_file_name(base, position))
+    atomic_write(side, tail)
+    with open(log_path, "r+b") as f:
+        f.truncate(position)
+        f.flush()
+        os.fsync(f.fileno())
+    fsync_dir(log_path.parent)
+    error = None if scan.error is None else getattr(scan.error, "message", str(scan.error))
+    return TailCut(log_path, position, len(tail), side, error)
+
+
+def rebuild_indexes(v: SegmentVerification) -> Dict[str, str]:
+    """Write recovery's rebuild over every index of ``v`` that is not identical; kind → action."""
+    actions: Dict[str, str] = {}
+    for verdict in v.verdicts:
+        if verdict.status == IDENTICAL:
+            actions[verdict.kind] = NONE
+            continue
+        if verdict.kind == TXN_INDEX:
+            index = v.txn_index
+            writer = write_transaction_index
+        elif v.rebuild_error is not None:
+            actions[verdict.kind] = NOT_REBUILT
+            continue
+        else:
+            index = v.offset_index if verdict.kind == OFFSET_INDEX else v.time_index
+            writer = write_offset_index if verdict.kind == OFFSET_INDEX else write_time_index
+        writer(verdict.path, index)
+        actions[verdict.kind] = CREATED if verdict.status == MISSING else REBUILT
+    return actions
+
+
+@dataclass
+class PartitionReindex:
+    """The outcome for one partition folder: one row per index file (and per corrupt ``.log``)."""
+
+    partition_dir: Path
+    topic: Optional[str]
+    partition: Optional[int]
+    rows: List[dict] = field(default_factory=list)
+    skipped_active: Optional[int] = None        # base offset of the active segment left alone
+    error: Optional[str] = None
+
+
+def _snapshot_open_txns(path: Optional[Path]) -> Optional[Dict[int, int]]:
+    if path is None:
+        return None
+    try:
+        snap = read_producer_snapshot(path)
+    except (KafkalogError, OSError):
+        return None
+    return {e.producer_id: e.current_txn_first_offset for e in snap.entries if e.current_txn_first_offset >= 0}
+
+
+def reindex_partition(
+    folder: os.PathLike | str,
+    *,
+    log_dir: Optional[os.PathLike | str] = None,
+    index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
+    segment_index_bytes: int = DEFAULT_SEGMENT_INDEX_BYTES,
+    include_active: bool = False,
+    verify_only: bool = True,
+    truncate_tail: bool = False,
+    partition_dir: Optional[PartitionDir] = None,
+) -> PartitionReindex:
+    """Verify (and unless ``verify_only``, rebuild; with ``truncate_tail``, cut corrupt tails) every
+    segment of one partition folder. Per-segment failures become rows; the folder listing failing
+    raises (KafkalogError / OSError)."""
+    if truncate_tail and verify_only:
+        raise ValueError("truncate_tail modifies the log: it cannot be combined with verify_only")
+    pdir = partition_dir or scan_partition_dir(folder, log_dir=log_dir)
+    out = PartitionReindex(pdir.path, pdir.topic, pdir.partition)
+    common = dict(log_dir=None if log_dir is None else os.fspath(log_dir), partition_dir=os.fspath(pdir.path),
+                  topic=pdir.topic, partition=pdir.partition)
+    segments = pdir.segments
+    open_txns: Dict[int, int] = {}
+    known = True
+    for k, seg in enumerate(segments):
+        is_active = k == len(segments) - 1
+        if is_active and not include_active:
+            out.skipped_active = seg.base_offset
+            out.rows.append(dict(common, base_offset=seg.base_offset, is_active=True, file=seg.log.name, kind=LOG,
+                                 **{"class": SKIPPED}, reason="active segment: a running broker owns its indexes "
+                                 "(--include-active checks it)", action=NONE, action_detail=None))
+            continue
+        snap = _snapshot_open_txns(seg.snapshot)
+        if snap is not None:
+            open_txns, known = snap, True
+        elif k == 0:
+            open_txns, known = {}, seg.base_offset == 0
+        seg_common = dict(common, base_offset=seg.base_offset, is_active=is_active)
+        try:
+            cut = None
+            if truncate_tail:
+                cut = truncate_corrupt_tail(seg.log)
+            v = verify_segment(seg.log, is_active=is_active, index_interval_bytes=index_interval_bytes,
+                               segment_index_bytes=segment_index_bytes, base_offset=seg.base_offset,
+                               open_txns=open_txns, txn_state_known=known)
+            open_txns, known = v.open_txns_after, v.txn_state_known_after
+            actions = {} if verify_only else rebuild_indexes(v)
+        except (KafkalogError, OSError) as exc:
+            out.rows.append(dict(seg_common, file=seg.log.name, kind=LOG, **{"class": ERROR}, reason=str(exc),
+                                 action=FAILED, action_detail=None))
+            known = False
+            continue
+        later = len(segments) - 1 - k
+        if cut is not None or v.log.corrupt:
+            if cut is not None:
+                reason = (f"corrupt tail: {cut.length} bytes from position {cut.position} were not valid batches "
+                          f"({cut.error})")
+                detail = (f"cut at {cut.position}; the {cut.length} bytes are in {cut.side_file.name}"
+                          + (f"; {later} later segment(s) kept (a broker recovering this one would delete them)"
+                             if later else ""))
+                action, size = TRUNCATED, cut.position + cut.length
+            else:
+                reason = (f"corrupt tail: {v.log.size - v.log.valid_bytes} bytes from position {v.log.valid_bytes} "
+                          f"are not valid batches ({v.log.error})")
+                if v.log.kafka_keeps_tail:
+                    reason += "; Kafka treats a magic > 2 batch as v2 and keeps it"
+                action, size = NONE, v.log.size
+                detail = ("not cut: Kafka keeps this batch" if v.log.kafka_keeps_tail else
+                          "not cut (--truncate-corrupt-tail cuts it, as recovery would)") if not verify_only else None
+            out.rows.append(dict(seg_common, file=seg.log.name, kind=LOG, **{"class": CORRUPT}, reason=reason,
+                                 entries=None, expected_entries=None,
+                                 first_bad_entry=None, first_bad_position=cut.position if cut else v.log.valid_bytes,
+                                 file_size=size, log_size=size, log_valid_bytes=v.log.valid_bytes,
+                                 action=action, action_detail=detail))
+        for verdict in v.verdicts:
+            action = actions.get(verdict.kind, NONE)
+            detail = None
+            if action in (REBUILT, CREATED):
+                index = {OFFSET_INDEX: v.offset_index, TIME_INDEX: v.time_index, TXN_INDEX: v.txn_index}[verdict.kind]
+                detail = f"{len(index)} entries written (Kafka's recovery rebuild)"
+            elif action == NOT_REBUILT:
+                detail = v.rebuild_error
+            out.rows.append(dict(
+                seg_common, file=verdict.path.name, kind=verdict.kind, **{"class": verdict.status},
+                reason=verdict.reason, entries=verdict.entries, expected_entries=verdict.expected_entries,
+                first_bad_entry=verdict.first_bad_entry, first_bad_position=verdict.first_bad_position,
+                file_size=verdict.file_size, log_size=v.log.size, log_valid_bytes=v.log.valid_bytes,
+                action=action, action_detail=detail))
+    return out
+
+
+def partition_error_row(*, log_dir, folder, topic, partition, message: str) -> dict:
+    return dict(log_dir=None if log_dir is None else os.fspath(log_dir), partition_dir=os.fspath(folder),
+                topic=topic, partition=partition, base_offset=None, is_active=None, file=None, kind=PARTITION,
+                **{"class": ERROR}, reason=message, action=FAILED, action_detail=None)
+
+
+__all__ = [
+    "CORRUPT_TAIL_PREFIX", "REINDEX_SCHEMA", "PartitionReindex", "TailCut", "corrupt_tail_file_name",
+    "partition_error_row", "rebuild_indexes", "reindex_partition", "truncate_corrupt_tail",
+]
