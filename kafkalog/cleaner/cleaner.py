@@ -38,10 +38,11 @@ checkpoint is never rewritten in dry-run mode (a broker rewrites an out-of-range
 """
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Callable, Collection, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from ..checkpoint import (CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
                           fsync_dir, read_offset_checkpoint, write_offset_checkpoint)
@@ -74,6 +75,8 @@ FILE_SUFFIXES = ("log", "index", "timeindex", "txnindex")   # LogSegment.changeF
 MTIME_SUFFIXES = ("log", "index", "timeindex")              # LogSegment.lastModified_= sets these
 
 StepHook = Callable[[str, Optional[Path]], None]
+# ``record_decisions``: True (every record's reason), False (none) or the offsets to keep reasons for.
+RecordDecisions = Union[bool, Collection[int]]
 
 
 # --- plan ------------------------------------------------------------------------------------
@@ -292,23 +295,67 @@ def read_chunks(positions: Sequence[int], sizes: Sequence[int], *, buffer_size: 
 
 # --- one group -------------------------------------------------------------------------------
 
+class _Sink:
+    """A group's cleaned .log bytes, streamed to ``<base>.log.cleaned`` as they are produced (so a
+    round never holds a group's output in memory), or only counted (dry run: ``path`` None). A
+    digest of what was written lets the swap verify the file read back."""
+
+    def __init__(self, path: Optional[Path]):
+        self.path = path
+        self.size = 0
+        self._digest = hashlib.blake2b(digest_size=32) if path is not None else None
+        self._file = None
+        if path is not None:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
+            self._file = os.fdopen(fd, "wb", buffering=1 << 20)
+
+    def write(self, data: bytes) -> None:
+        if self._file is not None:
+            self._file.write(data)
+            self._digest.update(data)
+        self.size += len(data)
+
+    def digest(self) -> Optional[bytes]:
+        return self._digest.digest() if self._digest is not None else None
+
+    def close(self) -> None:
+        """Flush and fsync (idempotent)."""
+        if self._file is not None:
+            self._file.flush()
+            os.fsync(self._file.fileno())
+            self._file.close()
+            self._file = None
+
+    def discard(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        if self.path is not None:
+            try:
+                self.path.unlink()
+            except FileNotFoundError:
+                pass
+
+
 @dataclass
 class _GroupOutput:
     base_offset: int
     sources: List[LogSegment]
-    data: bytearray
+    sink: _Sink
     appender: IndexAppender
     txn_entries: list
     counts: FilterCounts
 
 
 def _clean_group(plan: PartitionPlan, sources: List[LogSegment], offset_map: OffsetMap,
-                 io_buffer_size: int, result: PartitionCleanResult, record_decisions: bool) -> _GroupOutput:
+                 io_buffer_size: int, result: PartitionCleanResult, record_decisions: RecordDecisions,
+                 sink: _Sink) -> _GroupOutput:
     cfg = plan.config
     base = sources[0].base_offset
     tracker = CleanedTransactionMetadata()
     appender = IndexAppender(base, index_interval_bytes=cfg.index_interval_bytes)
-    out = _GroupOutput(base, sources, bytearray(), appender, tracker.cleaned_index, FilterCounts())
+    out = _GroupOutput(base, sources, sink, appender, tracker.cleaned_index, FilterCounts())
+    want_reasons = bool(record_decisions)
     for k, seg in enumerate(sources):
         seg_upper = sources[k + 1].base_offset if k + 1 < len(sources) else seg.next_offset
         tracker.add_aborted_transactions(collect_aborted_transactions(
@@ -318,7 +365,7 @@ def _clean_group(plan: PartitionPlan, sources: List[LogSegment], offset_map: Off
                              max_buffer_size=cfg.max_message_bytes, max_message_bytes=cfg.max_message_bytes)
         batches = read_batches(seg, max_batch_bytes=_max_batch_bytes(cfg))     # streamed, in file order
         for first, end in chunks:
-            chunk_start = len(out.data)
+            chunk_start = out.sink.size
             max_offset, max_ts, max_ts_offset = -1, -1, -1
             for _ in range(end - first):
                 batch = next(batches)
@@ -331,21 +378,21 @@ def _clean_group(plan: PartitionPlan, sources: List[LogSegment], offset_map: Off
                                   is_last_of_active_producer=is_batch_last_record_of_producer(h, plan.active_producers),
                                   upper_bound_offset=plan.upper_bound_offset, offset_map=offset_map,
                                   now_ms=plan.now_ms, delete_retention_ms=cfg.delete_retention_ms,
-                                  record_decisions=record_decisions)
+                                  record_decisions=want_reasons)
                 _record_audit(result, fb, record_decisions)
                 out.counts.add(fb.counts)
                 if fb.output:
-                    out.data += fb.output
+                    out.sink.write(fb.output)
                     max_offset = max(max_offset, fb.max_offset)
                     if fb.max_timestamp > max_ts:
                         max_ts, max_ts_offset = fb.max_timestamp, fb.shallow_offset_of_max_timestamp
-            if len(out.data) > chunk_start:
-                appender.append(position=chunk_start, size=len(out.data) - chunk_start, largest_offset=max_offset,
+            if out.sink.size > chunk_start:
+                appender.append(position=chunk_start, size=out.sink.size - chunk_start, largest_offset=max_offset,
                                 largest_timestamp=max_ts, offset_of_max_timestamp=max_ts_offset)
     return out
 
 
-def _record_audit(result: PartitionCleanResult, fb: FilteredBatch, record_decisions: bool) -> None:
+def _record_audit(result: PartitionCleanResult, fb: FilteredBatch, record_decisions: RecordDecisions) -> None:
     if not fb.output:
         written = "removed"
     elif fb.verbatim:
@@ -354,11 +401,18 @@ def _record_audit(result: PartitionCleanResult, fb: FilteredBatch, record_decisi
         written = "empty"
     else:
         written = "rewritten"
-    if record_decisions:
+    if record_decisions is True:
         result.batches.append(BatchAudit(fb.base_offset, fb.last_offset, fb.decision.retention, fb.decision.reason,
                                          written))
         for off, why in fb.decisions:
             result.record_reasons[off] = why
+    elif record_decisions:          # only the batches and records of the offsets asked about
+        if any(fb.base_offset <= o <= fb.last_offset for o in record_decisions):
+            result.batches.append(BatchAudit(fb.base_offset, fb.last_offset, fb.decision.retention,
+                                             fb.decision.reason, written))
+            for off, why in fb.decisions:
+                if off in record_decisions:
+                    result.record_reasons[off] = why
 
 
 # --- write-back ------------------------------------------------------------------------------
@@ -380,11 +434,20 @@ def _write_file(path: Path, data: bytes, mtime_ns: Optional[int]) -> None:
         os.utime(path, ns=(mtime_ns, mtime_ns))
 
 
-def _verify_cleaned_log(path: Path, expected: bytes) -> None:
-    """Re-read the written .log: same bytes, every batch walks and passes its CRC, offsets increase."""
+def _verify_cleaned_log(path: Path, expected_size: int, expected_digest: bytes) -> None:
+    """Re-read the written .log: same bytes (size and digest), every batch walks and passes its CRC,
+    offsets increase."""
+    digest = hashlib.blake2b(digest_size=32)
+    size = 0
     with open(path, "rb") as f:
-        if f.read() != expected:
-            raise KafkalogError("the cleaned segment read back differs from what was written", path=path)
+        while True:
+            block = f.read(1 << 22)
+            if not block:
+                break
+            digest.update(block)
+            size += len(block)
+    if size != expected_size or digest.digest() != expected_digest:
+        raise KafkalogError("the cleaned segment read back differs from what was written", path=path)
     scan = scan_batches(path, verify_crc=True, on_corrupt="raise")
     lasts = scan.batches.column("lastOffset").to_pylist()
     bases = scan.batches.column("baseOffset").to_pylist()
@@ -402,19 +465,23 @@ def _swap_in(directory: Path, g: _GroupOutput, on_step: Optional[StepHook]) -> N
     base = g.base_offset
     mtime = g.sources[-1].mtime_ns
     offset_index, time_index = g.appender.finish()
-    contents = {"log": bytes(g.data), "index": offset_index.to_bytes(), "timeindex": time_index.to_bytes()}
+    # the .log.cleaned was streamed while the group was cleaned (_Sink); the indexes are small
+    contents = {"log": None, "index": offset_index.to_bytes(), "timeindex": time_index.to_bytes()}
     if g.txn_entries:
         contents["txnindex"] = TransactionIndex(base, g.txn_entries).to_bytes()
     # a. the .cleaned files (stale ones first removed), verified
     for suffix in FILE_SUFFIXES:
         stale = directory / _name(base, suffix, CLEANED_SUFFIX)
-        if stale.exists():
+        if suffix != "log" and stale.exists():
             stale.unlink()
+    g.sink.close()
+    os.utime(g.sink.path, ns=(mtime, mtime))
     for suffix, data in contents.items():
-        _write_file(directory / _name(base, suffix, CLEANED_SUFFIX), data,
-                    mtime if suffix in MTIME_SUFFIXES else None)
+        if data is not None:
+            _write_file(directory / _name(base, suffix, CLEANED_SUFFIX), data,
+                        mtime if suffix in MTIME_SUFFIXES else None)
     fsync_dir(directory)
-    _verify_cleaned_log(directory / _name(base, "log", CLEANED_SUFFIX), contents["log"])
+    _verify_cleaned_log(g.sink.path, g.sink.size, g.sink.digest())
     _hook(on_step, STEP_CLEANED, directory / _name(base, "log", CLEANED_SUFFIX))
     # b. .cleaned -> .swap
     for suffix in FILE_SUFFIXES:
@@ -472,8 +539,8 @@ def default_io_buffer_size(broker: BrokerConfig) -> int:
 
 def _clean_locked(partition_dir: Path, *, config: LogConfig, now_ms: int, broker: BrokerConfig,
                   offset_map: Optional[OffsetMap], dry_run: bool, on_step: Optional[StepHook],
-                  record_decisions: bool, io_buffer_size: Optional[int], high_watermark: Optional[int],
-                  force: bool) -> PartitionCleanResult:
+                  record_decisions: RecordDecisions, io_buffer_size: Optional[int],
+                  high_watermark: Optional[int], force: bool) -> PartitionCleanResult:
     try:
         topic, partition, kind = parse_partition_dir_name(partition_dir.name)
     except KafkalogError as e:
@@ -504,22 +571,31 @@ def _clean_locked(partition_dir: Path, *, config: LogConfig, now_ms: int, broker
             max_size=config.segment_bytes, max_index_size=config.segment_index_bytes,
             first_uncleanable_offset=plan.upper_bound_offset)
         io_size = io_buffer_size or default_io_buffer_size(broker)
-        outputs = []
-        for idx in groups:
-            sources = [recopied[i] for i in idx]
-            g = _clean_group(plan, sources, offset_map, io_size, result, record_decisions)
-            result.counts.add(g.counts)
-            result.groups.append(GroupResult(g.base_offset, [s.base_offset for s in sources],
-                                             sum(s.size_bytes for s in sources), len(g.data), len(g.txn_entries),
-                                             g.counts))
-            if dry_run:
-                g.appender.finish()          # raises here if the indexes could not be built
-            else:
-                outputs.append(g)
+        outputs: List[_GroupOutput] = []
+        sinks: List[_Sink] = []
+        try:
+            for idx in groups:
+                sources = [recopied[i] for i in idx]
+                sink = _Sink(None if dry_run else partition_dir / _name(sources[0].base_offset, "log", CLEANED_SUFFIX))
+                sinks.append(sink)
+                g = _clean_group(plan, sources, offset_map, io_size, result, record_decisions, sink)
+                result.counts.add(g.counts)
+                result.groups.append(GroupResult(g.base_offset, [s.base_offset for s in sources],
+                                                 sum(s.size_bytes for s in sources), g.sink.size,
+                                                 len(g.txn_entries), g.counts))
+                if dry_run:
+                    g.appender.finish()          # raises here if the indexes could not be built
+                else:
+                    outputs.append(g)
+        except BaseException:
+            for sink in sinks:                   # nothing swapped yet: drop the partial .cleaned files
+                sink.discard()
+            raise
         if dry_run:
             return result
-        # Kafka swaps each group right after cleaning it; all groups were computed first here so
-        # that a problem found in any group changes nothing on disk.
+        # Kafka swaps each group right after cleaning it; all groups were computed first here (their
+        # .log.cleaned streamed to disk, which recovery drops) so that a problem found in any group
+        # changes nothing in the live segments.
         for g in outputs:
             _swap_in(partition_dir, g, on_step)
         update_cleaner_checkpoint(partition_dir.parent, topic, partition, end_offset)
@@ -537,15 +613,22 @@ def _clean_locked(partition_dir: Path, *, config: LogConfig, now_ms: int, broker
 
 def clean_partition(partition_dir, *, config: LogConfig, now_ms: int, broker: BrokerConfig = BrokerConfig(),
                     offset_map: Optional[OffsetMap] = None, dry_run: bool = False,
-                    on_step: Optional[StepHook] = None, record_decisions: bool = True,
+                    on_step: Optional[StepHook] = None, record_decisions: RecordDecisions = True,
                     io_buffer_size: Optional[int] = None, high_watermark: Optional[int] = None,
-                    force: bool = False) -> PartitionCleanResult:
+                    force: bool = False, lock: bool = True) -> PartitionCleanResult:
     """Clean one partition folder (one round). Refuses (``LogDirLockedError``) a log dir whose
     ``.lock`` another process holds, and holds that lock while it works. ``offset_map``: a
-    precomputed map (the Spark job's); ``force``: clean even when the dirty ratio is too low.
+    precomputed map (the Spark job's); ``force``: clean even when the dirty ratio is too low;
+    ``record_decisions``: keep every record's reason (True), none (False), or only those of the
+    given offsets (for ``explain`` on a large partition); ``lock=False``: the caller already holds
+    the log dir's lock in another process (the Spark job's driver) — no lock check here.
     Problems with the data are reported in ``result.error``; nothing is changed then."""
     partition_dir = Path(partition_dir)
     log_dir = partition_dir.parent
+    if not lock:
+        return _clean_locked(partition_dir, config=config, now_ms=now_ms, broker=broker, offset_map=offset_map,
+                             dry_run=dry_run, on_step=on_step, record_decisions=record_decisions,
+                             io_buffer_size=io_buffer_size, high_watermark=high_watermark, force=force)
     if is_locked(log_dir):
         raise LogDirLockedError("the log dir is locked by a running broker (or another job)",
                                 path=log_dir / ".lock")

@@ -35,6 +35,11 @@ class OffsetMap(Protocol):
     def latest_offset(self, key: bytes) -> Optional[int]:
         ...
 
+    # Optional: ``latest_offset_at(key, offset) -> int | None``, the same answer asked for the record
+    # at ``offset``. When a map has it, the record filter calls it instead of ``latest_offset``, in
+    # ascending offset order over one round — so a map may be a cursor over a stream of per-offset
+    # verdicts sorted by offset (the Spark job's) rather than a table of keys.
+
 
 @dataclass
 class ExactOffsetMap:

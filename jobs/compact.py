@@ -1,0 +1,7 @@
+"""compact: Kafka's log compaction for every eligible compacted partition, in parallel, with an exact Spark key map."""
+import sys
+
+from udfs.compact_job import entry
+
+if __name__ == "__main__":
+    sys.exit(entry())
