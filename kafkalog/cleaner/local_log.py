@@ -11,6 +11,8 @@ recovery (or restore) first.
 from __future__ import annotations
 
 import os
+
+import numpy as np
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, List, Optional, Sequence
@@ -18,8 +20,9 @@ from typing import Iterator, List, Optional, Sequence
 from ..errors import KafkalogError
 from ..format import control_record as cr
 from ..format import record_batch as rb
-from ..format.file_records import MappedFile, ScanResult, scan_batches
-from ..format.records_reference import RecordRow, decode_v2_batch
+from ..format.decoder import PartitionId, decode_window
+from ..format.file_records import MappedFile, ScanResult, resolve_engine, scan_batches
+from ..format.records_reference import RecordRow
 from ..index.offset_index import read_offset_index
 from ..index.time_index import read_time_index
 from ..index.transaction_index import AbortedTxn, TransactionIndex, read_transaction_index
@@ -158,22 +161,68 @@ def start_position(segment: LogSegment, offset: int) -> int:
         return 0
 
 
-def read_batches(segment: LogSegment, *, max_batch_bytes: int, from_position: int = 0) -> Iterator[SourceBatch]:
+READ_WINDOW_BATCHES = 512          # batches decoded per call of the record decoder
+READ_WINDOW_BYTES = 8 << 20        # ... and at most this many bytes of records per call
+
+
+def _record_rows(table) -> List[RecordRow]:
+    """Arrow rows of the record decoder -> RecordRow objects (timestamps: -1 for none)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    offsets = table.column("offset").to_pylist()
+    stamps = pc.fill_null(pc.cast(table.column("timestamp"), pa.int64()), -1).to_pylist()
+    types = table.column("timestampType").to_pylist()
+    keys = table.column("key").to_pylist()
+    values = table.column("value").to_pylist()
+    headers = table.column("headers")
+    if pc.sum(pc.list_value_length(headers)).as_py():
+        header_rows = [[(h["key"], h["value"]) for h in hs] if hs else [] for hs in headers.to_pylist()]
+    else:
+        header_rows = None
+    return [RecordRow(offsets[i], stamps[i], types[i], keys[i], values[i],
+                      header_rows[i] if header_rows is not None else [])
+            for i in range(len(offsets))]
+
+
+def read_batches(segment: LogSegment, *, max_batch_bytes: int, from_position: int = 0,
+                 engine: str = "auto") -> Iterator[SourceBatch]:
     """Decode the segment's batches in file order, starting at the first batch at or after
-    ``from_position``. Raises ``LegacyFormatError`` at a v0/v1 message."""
+    ``from_position``. Raises ``LegacyFormatError`` at a v0/v1 message.
+
+    Records are decoded a window of batches at a time by the format layer's decoder (the numba
+    engine unless ``engine="python"``; both give the same rows), then split back into batches by
+    their record counts. CRCs were checked by the segment's scan."""
     scan = segment.scan()
     h = scan.headers
+    n = len(h)
+    first = int(np.searchsorted(h.position, from_position, side="left")) if n else 0
+    legacy = np.flatnonzero(h.magic[first:] != rb.MAGIC_VALUE_V2)
+    stop = first + int(legacy[0]) if legacy.size else n
+    engine = resolve_engine(engine)
+    pid = PartitionId(None, None)
     with MappedFile(segment.log_path) as f:
         buf = f.array
-        for i in range(len(h)):
-            pos, size = int(h.position[i]), int(h.size[i])
-            if pos < from_position:
-                continue
-            if int(h.magic[i]) != rb.MAGIC_VALUE_V2:
-                raise LegacyFormatError(f"magic {int(h.magic[i])} message at offset {int(h.baseOffset[i])}",
-                                        path=segment.log_path, position=pos)
-            header, records = decode_v2_batch(buf, pos, path=segment.log_path, max_batch_bytes=max_batch_bytes)
-            yield SourceBatch(header, pos, bytes(buf[pos:pos + size]), records)
+        i = first
+        while i < stop:
+            j = min(stop, i + READ_WINDOW_BATCHES)
+            table, consumed = decode_window(buf, h.slice(i, j), pid, engine=engine, path=segment.log_path,
+                                            verify_crc=False, max_batch_bytes=max_batch_bytes,
+                                            budget=READ_WINDOW_BYTES)
+            consumed = max(int(consumed), 1)
+            rows = _record_rows(table)
+            k = 0
+            for b in range(i, i + consumed):
+                pos, size, count = int(h.position[b]), int(h.size[b]), max(int(h.recordsCount[b]), 0)
+                yield SourceBatch(rb.parse_header(buf, pos), pos, bytes(buf[pos:pos + size]), rows[k:k + count])
+                k += count
+            if k != len(rows):
+                raise KafkalogError(f"decoded {len(rows)} records where the batches declare {k}",
+                                    path=segment.log_path, position=int(h.position[i]))
+            i += consumed
+        if stop < n:
+            raise LegacyFormatError(f"magic {int(h.magic[stop])} message at offset {int(h.baseOffset[stop])}",
+                                    path=segment.log_path, position=int(h.position[stop]))
 
 
 __all__ = ["LogSegment", "SourceBatch", "LegacyFormatError", "load_segments", "load_segment",

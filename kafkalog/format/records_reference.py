@@ -15,7 +15,7 @@ from .compression import CODEC_NAMES, decompress
 from .varint import read_varint, read_varlong, wrap_int64
 
 
-@dataclass
+@dataclass(slots=True)
 class RecordRow:
     offset: int
     timestamp: int                  # -1 = none
