@@ -6,8 +6,6 @@ Only live partitions' segment rows are planned; leftover and error rows are igno
 """
 from __future__ import annotations
 
-from typing import Iterator
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -47,42 +45,62 @@ def plan_partition_table(rows: pa.Table, configs: KafkaConfigs, now_ms: int, *,
     """Plan ONE partition from its catalog rows (segment rows of one log dir/topic/partition, any order)."""
     rows = rows.sort_by([("base_offset", "ascending")])
     cols = {name: rows[name].to_pylist() for name in _NEEDED}
-    return pa.Table.from_pylist(list(_plan_rows(cols, 0, rows.num_rows, configs, now_ms, hw_missing)),
-                                schema=PLAN_SCHEMA)
+    out = _Columns()
+    if rows.num_rows:
+        _plan_rows(cols, 0, rows.num_rows, configs, now_ms, hw_missing, out)
+    return out.table()
 
 
 def plan_catalog_table(table: pa.Table, configs: KafkaConfigs, now_ms: int, *,
                        hw_missing: str = HW_MISSING_ZERO) -> pa.Table:
-    """Plan every live partition of a catalog table in this process."""
+    """Plan every live partition of a catalog table in this process. Output is built column by column
+    (no per-row objects survive), so the time grows linearly with the catalog."""
     rows = live_segments(table)
     cols = {name: rows[name].to_pylist() for name in _NEEDED}
     n = rows.num_rows
+    out = _Columns()
     if n == 0:
-        return PLAN_SCHEMA.empty_table()
+        return out.table()
     keys = pc.binary_join_element_wise(rows["log_dir"].fill_null(""), rows["topic"],
                                        pc.cast(rows["partition"], pa.string()), "\x00").to_numpy(zero_copy_only=False)
     starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
     ends = np.r_[starts[1:], n]
-    out = []
     for start, end in zip(starts.tolist(), ends.tolist()):
-        out.extend(_plan_rows(cols, start, end, configs, now_ms, hw_missing))
-    return pa.Table.from_pylist(out, schema=PLAN_SCHEMA)
+        _plan_rows(cols, start, end, configs, now_ms, hw_missing, out)
+    return out.table()
+
+
+class _Columns:
+    """PLAN_SCHEMA columns as growing lists."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, list] = {f.name: [] for f in PLAN_SCHEMA}
+
+    def table(self) -> pa.Table:
+        return pa.Table.from_pydict(self.data, schema=PLAN_SCHEMA)
 
 
 def _plan_rows(cols: dict, start: int, end: int, configs: KafkaConfigs, now_ms: int,
-               hw_missing: str) -> Iterator[dict]:
+               hw_missing: str, out: _Columns) -> None:
     topic = cols["topic"][start]
     config = configs.for_topic(topic)
     log_start, log_end = cols["log_start_offset"][start], cols["log_end_offset"][start]
     hw = resolve_high_watermark(cols["high_watermark_checkpoint"][start], log_start_offset=log_start,
                                 log_end_offset=log_end, missing=hw_missing)
-    segments = tuple(Segment(cols["base_offset"][i], cols["size"][i], cols["largest_timestamp_ms"][i])
-                     for i in range(start, end))
+    stamps = cols["largest_timestamp_ms"][start:end]
+    segments = tuple(map(Segment, cols["base_offset"][start:end], cols["size"][start:end], stamps))
     plan = plan_retention(LogState(segments, log_start, log_end, hw), config, now_ms,
                           cleaner_enabled=configs.broker.cleaner_enable)
-    common = dict(log_dir=cols["log_dir"][start], topic=topic, partition=cols["partition"][start],
-                  log_start_offset=log_start, new_log_start_offset=plan.new_log_start_offset, high_watermark=hw,
-                  roll_at=plan.roll_at)
-    for segment, d in zip(segments, plan.decisions):
-        yield dict(common, base_offset=d.base_offset, size=d.size, largest_timestamp_ms=segment.largest_timestamp_ms,
-                   decision=d.decision, rule=d.rule, reason=d.reason)
+    n = end - start
+    d = out.data
+    for name, value in (("log_dir", cols["log_dir"][start]), ("topic", topic), ("partition", cols["partition"][start]),
+                        ("log_start_offset", log_start), ("new_log_start_offset", plan.new_log_start_offset),
+                        ("high_watermark", hw), ("roll_at", plan.roll_at)):
+        d[name].extend([value] * n)
+    d["largest_timestamp_ms"].extend(stamps)
+    for decision in plan.decisions:
+        d["base_offset"].append(decision.base_offset)
+        d["size"].append(decision.size)
+        d["decision"].append(decision.decision)
+        d["rule"].append(decision.rule)
+        d["reason"].append(decision.reason)

@@ -27,7 +27,7 @@ from kafkalog.retention_run import (ERROR, OUTCOME_SCHEMA, finish_log_dir, publi
 from . import delta_tables
 from .job import (EXIT_OK, EXIT_PARTIAL, _non_negative, add_config_arguments, base_parser, load_job_configs,
                   now_ms, parse_time_ms, progress, resolve_log_dirs, write_report)
-from .partitions import cached_checkpoints, folders_frame, list_partition_folders, map_folders
+from .partitions import cached_checkpoints, folders_frame, list_partition_folders, map_folders, spark_arrow_schema
 from .session import build_session
 
 JOB = "retention"
@@ -212,17 +212,29 @@ def entry(argv: Optional[Sequence[str]] = None) -> int:
     return run(JOB, main, argv)
 
 
-def plan_catalog(catalog_df, *, configs, now: int, hw_missing: str = HW_MISSING_ZERO):
+def plan_catalog(catalog_df, *, configs, now: int, hw_missing: str = HW_MISSING_ZERO, tasks: Optional[int] = None):
     """Retention decisions for every live partition of a catalog DataFrame (e.g. the Delta catalog),
-    as a DataFrame (kafkalog.retention_catalog.PLAN_SCHEMA): grouped by partition on the executors,
-    each group planned by the same function as the local planner. Reads no log dir."""
+    as a DataFrame (kafkalog.retention_catalog.PLAN_SCHEMA). The catalog rows are hash-partitioned by
+    (log dir, topic, partition), so each Kafka partition's segments land in one task, and each task plans
+    all of its rows at once with the local planner (no per-group Python call). Reads no log dir."""
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    from kafkalog.retention_catalog import PLAN_SCHEMA, plan_partition_table
+    from kafkalog.retention_catalog import PLAN_SCHEMA, plan_catalog_table
 
-    def plan_group(rows: pa.Table) -> pa.Table:
-        return plan_partition_table(rows, configs, now, hw_missing=hw_missing)
+    out_schema = spark_arrow_schema(PLAN_SCHEMA)
 
-    segments = catalog_df.where((F.col("kind") == "segment") & (F.col("partition_kind") == "live"))
-    return segments.groupBy("log_dir", "topic", "partition").applyInArrow(plan_group, from_arrow_schema(PLAN_SCHEMA))
+    def plan_task(batches):
+        batches = list(batches)
+        if not batches:
+            return
+        table = pa.Table.from_batches(batches)
+        planned = plan_catalog_table(table, configs, now, hw_missing=hw_missing).cast(out_schema)
+        yield from planned.to_batches(max_chunksize=65_536)
+
+    columns = ["log_dir", "topic", "partition", "partition_kind", "kind", "base_offset", "size",
+               "largest_timestamp_ms", "log_start_offset", "log_end_offset", "high_watermark_checkpoint"]
+    segments = catalog_df.where((F.col("kind") == "segment") & (F.col("partition_kind") == "live")).select(*columns)
+    n = tasks or max(1, catalog_df.sparkSession.sparkContext.defaultParallelism * 2)
+    spread = segments.repartition(n, "log_dir", "topic", "partition")
+    return spread.mapInArrow(plan_task, from_arrow_schema(out_schema))
