@@ -49,18 +49,18 @@ from __future__ import annotations
 import argparse
 import time
 import uuid
-from contextlib import ExitStack
 from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import pyarrow as pa
 
-from kafkalog.errors import KafkalogError, LogDirLockedError
-from kafkalog.logdir import is_locked, lock_log_dir, parse_partition_dir_name
+from kafkalog.errors import KafkalogError
+from kafkalog.logdir import parse_partition_dir_name
 
 from . import delta_tables
-from .job import (EXIT_OK, EXIT_PARTIAL, UsageError, add_config_arguments, base_parser, load_job_configs, now_ms,
-                  parse_time_ms, progress, resolve_log_dirs, write_report)
+from .job import (EXIT_OK, EXIT_PARTIAL, add_config_arguments, base_parser, load_job_configs,
+                  locked_log_dirs, now_ms, parse_time_ms, progress, resolve_log_dirs, UsageError,
+                  write_report)
 from .partitions import folders_frame, list_partition_folders
 from .session import build_session
 
@@ -564,22 +564,8 @@ def main(argv: Sequence[str], *, spark=None) -> int:
     if topics is not None and not topics:
         raise UsageError("--topics names no topic")
 
-    refused, usable = [], []
-    for log_dir in log_dirs:
-        if is_locked(log_dir):
-            message = f"{log_dir}: its .lock is held by a live process (a running broker?)"
-            if not args.dry_run:
-                refused.append(dict(log_dir=str(log_dir), message=f"{message}; refused. "
-                                    f"{LogDirLockedError.default_hint}"))
-                progress(f"error: {message}; refused")
-                continue
-            progress(f"warning: {message}; dry run only — a real run refuses it")
-        usable.append(log_dir)
-
-    with ExitStack() as locks:
-        if not args.dry_run:
-            for log_dir in usable:
-                locks.enter_context(lock_log_dir(log_dir))
+    note = "dry run only — a real run refuses it"
+    with locked_log_dirs(log_dirs, modifying=not args.dry_run, read_only_note=note) as (usable, refused):
         folders = list_partition_folders(usable)
         if topics is not None:
             folders = [f for f in folders if _topic_of(f[1]) in topics]

@@ -12,6 +12,7 @@ import json
 import os
 import sys
 import time
+from contextlib import ExitStack, contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Optional, Sequence
@@ -19,7 +20,8 @@ from typing import Callable, Optional, Sequence
 from kafkalog.checkpoint import atomic_write
 from kafkalog.cli import _non_negative_int as _non_negative  # noqa: F401 - the jobs' argument type too
 from kafkalog.config import KafkaConfigs, load_configs
-from kafkalog.errors import ConfigError, KafkalogError
+from kafkalog.errors import ConfigError, KafkalogError, LogDirLockedError
+from kafkalog.logdir import is_locked, lock_log_dir
 
 EXIT_OK, EXIT_PARTIAL, EXIT_USAGE = 0, 1, 2
 
@@ -104,6 +106,30 @@ def resolve_log_dirs(args, configs: Optional[KafkaConfigs] = None) -> list[Path]
             raise UsageError(f"log dir {d} is given twice")
         paths.append(path)
     return paths
+
+
+@contextmanager
+def locked_log_dirs(log_dirs, *, modifying: bool, read_only_note: str):
+    """Yield (usable, refused) log dirs. A log dir whose ``.lock`` a live process (a broker) holds is
+    refused when the job modifies files — ``refused`` holds {"log_dir", "message"} — and only warned
+    about otherwise (``read_only_note`` says what the job does instead). When modifying, this process
+    holds every usable dir's lock until the block ends, so no broker starts on it meanwhile."""
+    refused, usable = [], []
+    for log_dir in log_dirs:
+        if is_locked(log_dir):
+            message = f"{log_dir}: its .lock is held by a live process (a running broker?)"
+            if modifying:
+                refused.append(dict(log_dir=str(log_dir),
+                                    message=f"{message}; refused. {LogDirLockedError.default_hint}"))
+                progress(f"error: {message}; refused")
+                continue
+            progress(f"warning: {message}; {read_only_note}")
+        usable.append(log_dir)
+    with ExitStack() as locks:
+        if modifying:
+            for log_dir in usable:
+                locks.enter_context(lock_log_dir(log_dir))
+        yield usable, refused
 
 
 def progress(message: str) -> None:

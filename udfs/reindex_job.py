@@ -15,19 +15,18 @@ from __future__ import annotations
 import time
 import uuid
 from collections import Counter
-from contextlib import ExitStack
 from pathlib import Path
 from typing import Optional, Sequence
 
 import pyarrow as pa
 
-from kafkalog.errors import KafkalogError, LogDirLockedError
-from kafkalog.logdir import is_locked, lock_log_dir, parse_partition_dir_name
+from kafkalog.errors import KafkalogError
+from kafkalog.logdir import parse_partition_dir_name
 from kafkalog.reindex import ERROR, REINDEX_SCHEMA, partition_error_row, reindex_partition
 
 from . import delta_tables
-from .job import (EXIT_OK, EXIT_PARTIAL, UsageError, add_config_arguments, base_parser, load_job_configs, now_ms,
-                  progress, resolve_log_dirs, write_report)
+from .job import (EXIT_OK, EXIT_PARTIAL, add_config_arguments, base_parser, load_job_configs,
+                  locked_log_dirs, now_ms, progress, resolve_log_dirs, UsageError, write_report)
 from .partitions import folders_frame, list_partition_folders, map_folders
 from .session import build_session
 
@@ -109,21 +108,8 @@ def main(argv: Sequence[str], *, spark=None) -> int:
     modifying = not args.verify_only
     run_id, run_at, started = uuid.uuid4().hex, now_ms(), time.monotonic()
 
-    refused, usable = [], []
-    for log_dir in log_dirs:
-        if is_locked(log_dir):
-            message = f"{log_dir}: its .lock is held by a live process (a running broker?)"
-            if modifying:
-                refused.append(dict(log_dir=str(log_dir), message=f"{message}; refused. "
-                                    f"{LogDirLockedError.default_hint}".rstrip(". ") + "."))
-                continue
-            progress(f"warning: {message}; verifying only what is on disk now")
-        usable.append(log_dir)
-
-    with ExitStack() as locks:
-        if modifying:
-            for log_dir in usable:
-                locks.enter_context(lock_log_dir(log_dir))
+    note = "verifying only what is on disk now"
+    with locked_log_dirs(log_dirs, modifying=modifying, read_only_note=note) as (usable, refused):
         folders = list_partition_folders(usable)
         rows: list[dict] = []
         if folders:

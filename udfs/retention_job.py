@@ -13,20 +13,17 @@ from __future__ import annotations
 
 import time
 import uuid
-from contextlib import ExitStack
 from typing import Optional, Sequence
 
 import pyarrow as pa
 
-from kafkalog.errors import LogDirLockedError
-from kafkalog.logdir import is_locked, lock_log_dir
 from kafkalog.retention import HW_MISSING_CHOICES, HW_MISSING_LOG_END, HW_MISSING_ZERO
 from kafkalog.retention_run import (ERROR, OUTCOME_SCHEMA, finish_log_dir, public_outcome, retain_partition,
                                     retention_summary)
 
 from . import delta_tables
 from .job import (EXIT_OK, EXIT_PARTIAL, _non_negative, add_config_arguments, base_parser, load_job_configs,
-                  now_ms, parse_time_ms, progress, resolve_log_dirs, write_report)
+                  locked_log_dirs, now_ms, parse_time_ms, progress, resolve_log_dirs, write_report)
 from .partitions import cached_checkpoints, folders_frame, list_partition_folders, map_folders, spark_arrow_schema
 from .session import build_session
 
@@ -115,22 +112,8 @@ def main(argv: Sequence[str], *, spark=None) -> int:
     run_id, run_at, started = uuid.uuid4().hex, now_ms(), time.monotonic()
     topics = None if not args.topics else {t for t in args.topics.split(",") if t}
 
-    refused = []
-    usable = []
-    for log_dir in log_dirs:
-        if is_locked(log_dir):
-            message = f"{log_dir}: its .lock is held by a live process (a running broker?)"
-            if args.execute:
-                refused.append(dict(log_dir=str(log_dir), message=f"{message}; refused. "
-                                    f"{LogDirLockedError.default_hint}"))
-                continue
-            progress(f"warning: {message}; planning only — --execute will refuse it")
-        usable.append(log_dir)
-
-    with ExitStack() as locks:
-        if args.execute:
-            for log_dir in usable:
-                locks.enter_context(lock_log_dir(log_dir))
+    note = "planning only — --execute will refuse it"
+    with locked_log_dirs(log_dirs, modifying=bool(args.execute), read_only_note=note) as (usable, refused):
         folders = list_partition_folders(usable)
         if topics is not None:
             folders = [f for f in folders if _topic_of(f[1]) in topics]
