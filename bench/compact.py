@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.gen import Batch, frame_batch
+from bench.readme import update_block
 from kafkalog.checkpoint import REPLICATION_OFFSET_CHECKPOINT, write_offset_checkpoint
 from kafkalog.format import compression as C
 from kafkalog.format import record_batch as rb
@@ -305,15 +306,7 @@ def render(results: dict) -> str:
 
 
 def update_readme(path: Path, table_md: str) -> None:
-    text = path.read_text() if path.exists() else ""
-    block = f"{README_START}\n{table_md}\n{README_END}"
-    if README_START in text and README_END in text:
-        before, rest = text.split(README_START, 1)
-        _, after = rest.split(README_END, 1)
-        text = before + block + after
-    else:
-        text = text.rstrip("\n") + "\n\n## `bench/compact.py`\n\n" + block + "\n"
-    path.write_text(text)
+    update_block(path, README_START, README_END, "## `bench/compact.py`", table_md)
 
 
 if __name__ == "__main__":

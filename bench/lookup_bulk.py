@@ -21,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.readme import update_block
+
 from kafkalog.demo import START_MS, generate_demo_log_dir
 
 CACHE = Path("/tmp/kafkalog-bench")
@@ -114,15 +116,7 @@ def main(argv=None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
     if args.readme:
-        p = Path(args.readme)
-        text = p.read_text()
-        block = f"{README_START}\n{table}\n{README_END}"
-        if README_START in text:
-            a, rest = text.split(README_START, 1)
-            text = a + block + rest.split(README_END, 1)[1]
-        else:
-            text = text.rstrip("\n") + "\n\n### Bulk lookups (`bench/lookup_bulk.py`)\n\n" + block + "\n"
-        p.write_text(text)
+        update_block(Path(args.readme), README_START, README_END, "### Bulk lookups (`bench/lookup_bulk.py`)", table)
     return 0
 
 

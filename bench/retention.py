@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from bench.readme import update_block
 import pyarrow as pa
 
 from kafkalog.catalog import CATALOG_SCHEMA
@@ -167,15 +169,8 @@ def render(rows, with_spark: bool) -> str:
 
 
 def update_readme(path: Path, table_md: str) -> None:
-    text = path.read_text() if path.exists() else ""
-    block = f"{README_START}\n{table_md}\n{README_END}"
-    if README_START in text and README_END in text:
-        before, rest = text.split(README_START, 1)
-        _, after = rest.split(README_END, 1)
-        text = before + block + after
-    else:
-        text = text.rstrip("\n") + "\n\n## `bench/retention.py` — retention planning at catalog scale\n\n" + block + "\n"
-    path.write_text(text)
+    update_block(path, README_START, README_END,
+                 "## `bench/retention.py` — retention planning at catalog scale", table_md)
 
 
 if __name__ == "__main__":

@@ -61,7 +61,7 @@ from . import delta_tables
 from .job import (EXIT_OK, EXIT_PARTIAL, add_config_arguments, base_parser, load_job_configs,
                   locked_log_dirs, now_ms, parse_time_ms, progress, resolve_log_dirs, UsageError,
                   write_report)
-from .partitions import folders_frame, list_partition_folders
+from .partitions import folders_frame, list_partition_folders, topic_of_folder
 from .session import build_session
 
 JOB = "compact"
@@ -568,7 +568,7 @@ def main(argv: Sequence[str], *, spark=None) -> int:
     with locked_log_dirs(log_dirs, modifying=not args.dry_run, read_only_note=note) as (usable, refused):
         folders = list_partition_folders(usable)
         if topics is not None:
-            folders = [f for f in folders if _topic_of(f[1]) in topics]
+            folders = [f for f in folders if topic_of_folder(f[1]) in topics]
         spark = spark or build_session(f"kafkalog-{JOB}", master=args.master)
         progress(f"planning compaction of {len(folders)} folders in {len(usable)} log dir(s) as of {now}")
         plans = plan_partitions(spark, folders, configs=configs, now=now)
@@ -604,13 +604,6 @@ def main(argv: Sequence[str], *, spark=None) -> int:
     write_report(args.report, report)
     failed = summary["statuses"].get(ERROR, 0) or refused
     return EXIT_PARTIAL if failed else EXIT_OK
-
-
-def _topic_of(folder: str) -> Optional[str]:
-    try:
-        return parse_partition_dir_name(Path(folder).name)[0]
-    except KafkalogError:
-        return None
 
 
 def _print_summary(report: dict) -> None:

@@ -29,6 +29,14 @@ def list_partition_folders(log_dirs: Iterable[os.PathLike | str]) -> list[tuple[
     return folders
 
 
+def topic_of_folder(folder: str):
+    """The topic of a partition folder's name, or None when the name is not a partition folder's."""
+    try:
+        return parse_partition_dir_name(Path(folder).name)[0]
+    except KafkalogError:
+        return None
+
+
 def folders_frame(spark, folders: Sequence[tuple[str, str]], *, tasks: int | None = None):
     """A DataFrame of folders, sliced so every core gets work (a few folders per task)."""
     from pyspark.sql.pandas.types import from_arrow_schema

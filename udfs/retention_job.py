@@ -24,7 +24,8 @@ from kafkalog.retention_run import (ERROR, OUTCOME_SCHEMA, finish_log_dir, publi
 from . import delta_tables
 from .job import (EXIT_OK, EXIT_PARTIAL, _non_negative, add_config_arguments, base_parser, load_job_configs,
                   locked_log_dirs, now_ms, parse_time_ms, progress, resolve_log_dirs, write_report)
-from .partitions import cached_checkpoints, folders_frame, list_partition_folders, map_folders, spark_arrow_schema
+from .partitions import (cached_checkpoints, folders_frame, list_partition_folders, map_folders, spark_arrow_schema,
+                         topic_of_folder)
 from .session import build_session
 
 JOB = "retention"
@@ -116,7 +117,7 @@ def main(argv: Sequence[str], *, spark=None) -> int:
     with locked_log_dirs(log_dirs, modifying=bool(args.execute), read_only_note=note) as (usable, refused):
         folders = list_partition_folders(usable)
         if topics is not None:
-            folders = [f for f in folders if _topic_of(f[1]) in topics]
+            folders = [f for f in folders if topic_of_folder(f[1]) in topics]
         spark = spark or build_session(f"kafkalog-{JOB}", master=args.master)
         progress(f"{'applying' if args.execute else 'planning'} retention for {len(folders)} folders "
                  f"in {len(usable)} log dir(s) as of {now}")
@@ -160,17 +161,6 @@ def main(argv: Sequence[str], *, spark=None) -> int:
     write_report(args.report, report)
     failed = summary["statuses"].get(ERROR, 0) or refused
     return EXIT_PARTIAL if failed else EXIT_OK
-
-
-def _topic_of(folder: str) -> Optional[str]:
-    from pathlib import Path
-
-    from kafkalog.errors import KafkalogError
-    from kafkalog.logdir import parse_partition_dir_name
-    try:
-        return parse_partition_dir_name(Path(folder).name)[0]
-    except KafkalogError:
-        return None
 
 
 def _print_summary(report: dict) -> None:
