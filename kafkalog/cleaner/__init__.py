@@ -9,6 +9,8 @@ Modules, one Kafka concept each:
 * ``local_log``            the segments of a partition folder, decoded batches, aborted txns
 * ``offset_map``           the key → latest offset map (exact; replaceable by a precomputed one) (§7.4)
 * ``record_filter``        checkBatchRetention / shouldRetainRecord / filterTo (§7.6-7.8)
+* ``fast_filter``          the map and recopy passes over decoded windows (columns, numba writer):
+                           same bytes as offset_map/record_filter, which stay the reference
 * ``segment_grouping``     groupSegmentsBySize (§7.5)
 * ``cleaner``              one round end to end: plan, map, recopy, swap-in, checkpoint (§7.5, §7.9)
 * ``recover``              finish or roll back an interrupted swap as a broker's startup does (§3.3)

@@ -40,6 +40,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+
+import numpy as np
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Collection, Dict, Iterable, List, Optional, Sequence, Tuple, Union
@@ -56,7 +58,9 @@ from ..logdir import (CLEANED_SUFFIX, DELETED_SUFFIX, SNAPSHOT_SUFFIX, SWAP_SUFF
 from ..producer_snapshot import read_producer_snapshot
 from . import producer_state as ps
 from .cleanable import CleanableOffsets, cleanable_offsets
-from .local_log import LogSegment, collect_aborted_transactions, load_segments, read_batches, start_position
+from . import fast_filter
+from .local_log import (LogSegment, collect_aborted_transactions, load_segments, read_batches, read_windows,
+                        start_position)
 from .offset_map import ExactOffsetMap, OffsetMap, build_offset_map, map_entries
 from .record_filter import (BatchRetention, FilterCounts, FilteredBatch, RecordReason, filter_batch,
                             is_batch_last_record_of_producer)
@@ -75,6 +79,11 @@ FILE_SUFFIXES = ("log", "index", "timeindex", "txnindex")   # LogSegment.changeF
 MTIME_SUFFIXES = ("log", "index", "timeindex")              # LogSegment.lastModified_= sets these
 
 StepHook = Callable[[str, Optional[Path]], None]
+
+# How the map and recopy passes walk records: "fast" (decoded windows as columns, numba writer:
+# fast_filter) or "reference" (a SourceBatch of RecordRows per batch: offset_map.build_offset_map and
+# record_filter.filter_batch). Same bytes, counts and reasons; tests run both.
+ENGINE = "fast"
 # ``record_decisions``: True (every record's reason), False (none) or the offsets to keep reasons for.
 RecordDecisions = Union[bool, Collection[int]]
 
@@ -178,6 +187,14 @@ def _dirty_batches(plan: PartitionPlan):
         yield from read_batches(s, max_batch_bytes=_max_batch_bytes(plan.config), from_position=pos)
 
 
+def _dirty_windows(plan: PartitionPlan):
+    first = True
+    for s in plan.dirty_segments():
+        pos = start_position(s, plan.first_dirty_offset) if first else 0
+        first = False
+        yield from read_windows(s, max_batch_bytes=_max_batch_bytes(plan.config), from_position=pos)
+
+
 def _map_tracker(plan: PartitionPlan) -> CleanedTransactionMetadata:
     tracker = CleanedTransactionMetadata()
     tracker.add_aborted_transactions(collect_aborted_transactions(
@@ -193,6 +210,10 @@ def offset_map_entries(plan: PartitionPlan) -> Iterable[Tuple[bytes, int]]:
 
 def build_partition_offset_map(plan: PartitionPlan) -> ExactOffsetMap:
     """Pass 1 of the round for this partition."""
+    if ENGINE == "fast":
+        return fast_filter.build_offset_map_windows(_dirty_windows(plan), _map_tracker(plan),
+                                                    first_dirty_offset=plan.first_dirty_offset,
+                                                    upper_bound_offset=plan.upper_bound_offset)
     return build_offset_map(_dirty_batches(plan), _map_tracker(plan), first_dirty_offset=plan.first_dirty_offset,
                             upper_bound_offset=plan.upper_bound_offset)
 
@@ -363,6 +384,9 @@ def _clean_group(plan: PartitionPlan, sources: List[LogSegment], offset_map: Off
         h = seg.scan().headers
         chunks = read_chunks(h.position.tolist(), h.size.tolist(), buffer_size=io_buffer_size,
                              max_buffer_size=cfg.max_message_bytes, max_message_bytes=cfg.max_message_bytes)
+        if ENGINE == "fast":
+            _clean_segment_fast(plan, seg, chunks, tracker, offset_map, result, record_decisions, out)
+            continue
         batches = read_batches(seg, max_batch_bytes=_max_batch_bytes(cfg))     # streamed, in file order
         for first, end in chunks:
             chunk_start = out.sink.size
@@ -390,6 +414,48 @@ def _clean_group(plan: PartitionPlan, sources: List[LogSegment], offset_map: Off
                 appender.append(position=chunk_start, size=out.sink.size - chunk_start, largest_offset=max_offset,
                                 largest_timestamp=max_ts, offset_of_max_timestamp=max_ts_offset)
     return out
+
+
+def _clean_segment_fast(plan: PartitionPlan, seg: LogSegment, chunks, tracker: CleanedTransactionMetadata,
+                        offset_map: OffsetMap, result: PartitionCleanResult, record_decisions: RecordDecisions,
+                        out: "_GroupOutput") -> None:
+    """The chunk loop of ``_clean_group`` for one source segment, over decoded windows."""
+    cfg = plan.config
+    asked = None
+    if record_decisions is not True and record_decisions:
+        asked = np.sort(np.fromiter((int(o) for o in record_decisions), dtype=np.int64))
+    max_bytes = _max_batch_bytes(cfg)
+    windows = read_windows(seg, max_batch_bytes=max_bytes)
+    pending: List[fast_filter.BatchOutput] = []
+    taken = 0
+
+    def next_batch() -> fast_filter.BatchOutput:
+        nonlocal pending, taken
+        while taken == len(pending):
+            pending = fast_filter.filter_window(
+                next(windows), tracker=tracker, active=plan.active_producers,
+                upper_bound_offset=plan.upper_bound_offset, offset_map=offset_map, now_ms=plan.now_ms,
+                delete_retention_ms=cfg.delete_retention_ms, counts=out.counts, record_decisions=record_decisions,
+                asked=asked, max_batch_bytes=max_bytes)
+            taken = 0
+        taken += 1
+        return pending[taken - 1]
+
+    for first, end in chunks:
+        chunk_start = out.sink.size
+        max_offset, max_ts, max_ts_offset = -1, -1, -1
+        for _ in range(end - first):
+            bo = next_batch()
+            if bo.filtered is not None:
+                _record_audit(result, bo.filtered, record_decisions)
+            if bo.output:
+                out.sink.write(bo.output)
+                max_offset = max(max_offset, bo.max_offset)
+                if bo.max_timestamp > max_ts:
+                    max_ts, max_ts_offset = bo.max_timestamp, bo.shallow_offset_of_max_timestamp
+        if out.sink.size > chunk_start:
+            out.appender.append(position=chunk_start, size=out.sink.size - chunk_start, largest_offset=max_offset,
+                                largest_timestamp=max_ts, offset_of_max_timestamp=max_ts_offset)
 
 
 def _record_audit(result: PartitionCleanResult, fb: FilteredBatch, record_decisions: RecordDecisions) -> None:

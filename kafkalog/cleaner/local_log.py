@@ -225,5 +225,95 @@ def read_batches(segment: LogSegment, *, max_batch_bytes: int, from_position: in
                                     path=segment.log_path, position=int(h.position[stop]))
 
 
+@dataclass
+class SourceWindow:
+    """A run of consecutive v2 batches of a source segment decoded in one call, as columns: what
+    ``read_batches`` yields batch by batch, without a Python object per record. Batch ``b`` holds
+    records ``record_start[b]:record_start[b + 1]`` of the record columns."""
+
+    buf: np.ndarray                  # the mapped segment (valid while the iteration is open)
+    path: Path
+    headers: List[rb.BatchHeader]
+    positions: List[int]
+    sizes: List[int]
+    record_start: np.ndarray         # int64, len(headers) + 1
+    table: object                    # the decoder's pyarrow RecordBatch (RECORD_SCHEMA)
+    offsets: np.ndarray              # int64 per record
+    timestamps: np.ndarray           # int64 per record, -1 for none
+    keys: object                     # pyarrow binary array
+    key_valid: np.ndarray            # bool per record
+    value_valid: np.ndarray          # bool per record
+
+    def raw(self, b: int) -> bytes:
+        pos = self.positions[b]
+        return bytes(self.buf[pos:pos + self.sizes[b]])
+
+    def control_type(self, b: int) -> Optional[int]:
+        """``SourceBatch.control_type`` of batch ``b``."""
+        first = int(self.record_start[b])
+        if first == int(self.record_start[b + 1]):
+            return None
+        return cr.parse_control_type(self.keys[first].as_py())
+
+    def rows(self, b: int) -> List[RecordRow]:
+        """Batch ``b``'s records as ``read_batches`` gives them."""
+        first, end = int(self.record_start[b]), int(self.record_start[b + 1])
+        return _record_rows(self.table.slice(first, end - first))
+
+    def source_batch(self, b: int) -> SourceBatch:
+        return SourceBatch(self.headers[b], self.positions[b], self.raw(b), self.rows(b))
+
+
+def _valid(array) -> np.ndarray:
+    if array.null_count == 0:
+        return np.ones(len(array), dtype=np.bool_)
+    return array.is_valid().to_numpy(zero_copy_only=False)
+
+
+def read_windows(segment: LogSegment, *, max_batch_bytes: int, from_position: int = 0,
+                 engine: str = "auto") -> Iterator[SourceWindow]:
+    """``read_batches`` a decode window at a time: the same batches, records and errors (raised
+    after the windows before them were yielded), as columns."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    scan = segment.scan()
+    h = scan.headers
+    n = len(h)
+    first = int(np.searchsorted(h.position, from_position, side="left")) if n else 0
+    legacy = np.flatnonzero(h.magic[first:] != rb.MAGIC_VALUE_V2)
+    stop = first + int(legacy[0]) if legacy.size else n
+    engine = resolve_engine(engine)
+    pid = PartitionId(None, None)
+    with MappedFile(segment.log_path) as f:
+        buf = f.array
+        i = first
+        while i < stop:
+            j = min(stop, i + READ_WINDOW_BATCHES)
+            table, consumed = decode_window(buf, h.slice(i, j), pid, engine=engine, path=segment.log_path,
+                                            verify_crc=False, max_batch_bytes=max_batch_bytes,
+                                            budget=READ_WINDOW_BYTES)
+            consumed = max(int(consumed), 1)
+            positions = h.position[i:i + consumed].tolist()
+            sizes = h.size[i:i + consumed].tolist()
+            counts = np.maximum(h.recordsCount[i:i + consumed].astype(np.int64), 0)
+            record_start = np.zeros(consumed + 1, dtype=np.int64)
+            np.cumsum(counts, out=record_start[1:])
+            if int(record_start[-1]) != table.num_rows:
+                raise KafkalogError(f"decoded {table.num_rows} records where the batches declare "
+                                    f"{int(record_start[-1])}", path=segment.log_path, position=int(h.position[i]))
+            keys = table.column("key")
+            stamps = pc.fill_null(pc.cast(table.column("timestamp"), pa.int64()), -1)
+            yield SourceWindow(buf, segment.log_path, [rb.parse_header(buf, pos) for pos in positions], positions,
+                               sizes, record_start, table,
+                               table.column("offset").to_numpy(zero_copy_only=False).astype(np.int64, copy=False),
+                               stamps.to_numpy(zero_copy_only=False).astype(np.int64, copy=False),
+                               keys, _valid(keys), _valid(table.column("value")))
+            i += consumed
+        if stop < n:
+            raise LegacyFormatError(f"magic {int(h.magic[stop])} message at offset {int(h.baseOffset[stop])}",
+                                    path=segment.log_path, position=int(h.position[stop]))
+
+
 __all__ = ["LogSegment", "SourceBatch", "LegacyFormatError", "load_segments", "load_segment",
-           "collect_aborted_transactions", "read_batches", "start_position"]
+           "collect_aborted_transactions", "read_batches", "read_windows", "SourceWindow", "start_position"]

@@ -1,0 +1,216 @@
+"""The accelerated writer of a retained v2 batch (the cleaner's write-back, spec §7.8): a numba
+kernel re-encodes the kept records of one batch straight from its (decompressed) records region.
+
+A retained record keeps its offsetDelta (baseOffset is kept), key, value and headers, so the kernel
+copies the record's bytes from the offsetDelta field onward verbatim and writes only a new length
+varint, attributes 0 and the new timestampDelta varlong. That equals what the reference writer
+(``record_batch.encode_batch`` over the decoded fields) produces exactly when every varint of the
+copied part is in canonical (shortest) form, every null length is -1 and every header key is
+ASCII (a header key is decoded leniently as UTF-8 and re-encoded); the kernel checks all of this
+and answers ``ENC_FALLBACK`` otherwise, and the caller then takes the reference writer. The
+header and CRC are built as ``encode_batch`` builds them; tests compare both writers byte for byte.
+"""
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+import numpy as np
+from numba import njit
+
+from . import record_batch as rb
+from .records_accel import copy_bytes
+
+_CACHE = os.path.isfile(__file__)
+
+ENC_OK = 0
+ENC_FALLBACK = 1        # the verbatim copy would differ from the reference writer's bytes
+ENC_MALFORMED = 2       # the records region does not walk (the decoder would have refused it)
+
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+@njit(cache=_CACHE, inline="always")
+def _skip_varint(src, p, end, max_bytes, last_max):
+    """Walk a LEB128 varint at ``p``: returns (raw unsigned value as int64 bits, next p, canonical).
+    next p = -1 when it is malformed (too long or past ``end``)."""
+    raw = np.uint64(0)
+    shift = np.uint64(0)
+    for i in range(max_bytes):
+        if p >= end:
+            return np.int64(0), -1, False
+        b = src[p]
+        p += 1
+        raw |= np.uint64(b & 0x7F) << shift
+        if b < 0x80:
+            canonical = (i == 0 or b != 0) and (i + 1 < max_bytes or b <= last_max)
+            return np.int64(raw), p, canonical
+        shift += np.uint64(7)
+    return np.int64(0), -1, False
+
+
+@njit(cache=_CACHE, inline="always")
+def _zigzag32(raw):
+    r = np.uint32(raw & 0xFFFFFFFF)
+    return np.int64(np.int32(r >> np.uint32(1)) ^ -np.int32(r & np.uint32(1)))
+
+
+@njit(cache=_CACHE, inline="always")
+def _write_unsigned(out, q, raw):
+    while raw >= np.uint64(0x80):
+        out[q] = np.uint8((raw & np.uint64(0x7F)) | np.uint64(0x80))
+        q += 1
+        raw >>= np.uint64(7)
+    out[q] = np.uint8(raw)
+    return q + 1
+
+
+@njit(cache=_CACHE, inline="always")
+def _size_unsigned(raw):
+    n = 1
+    while raw >= np.uint64(0x80):
+        raw >>= np.uint64(7)
+        n += 1
+    return n
+
+
+@njit(cache=_CACHE, nogil=True)
+def rewrite_records_kernel(src, start, end, count, keep, ts_delta, out, out_start):
+    """Write the kept records of the records region ``src[start:end)`` (``count`` records; ``keep``:
+    one 0/1 per record; ``ts_delta``: the new timestampDelta of each KEPT record, in order) to
+    ``out`` from ``out_start``. Returns (status, end position in ``out``)."""
+    p = start
+    q = out_start
+    k = 0
+    for i in range(count):
+        raw, p1, canon = _skip_varint(src, p, end, 5, 0x0F)
+        if p1 < 0:
+            return ENC_MALFORMED, q
+        length = _zigzag32(raw)
+        if length <= 0 or p1 + length > end:
+            return ENC_MALFORMED, q
+        rend = p1 + length
+        if keep[i] == 0:
+            p = rend
+            continue
+        # attributes (dropped: written as 0), timestampDelta (replaced)
+        c = p1 + 1
+        _r, c, _ok = _skip_varint(src, c, rend, 10, 0x01)
+        if c < 0:
+            return ENC_MALFORMED, q
+        body = c
+        # offsetDelta
+        _r, c, ok = _skip_varint(src, c, rend, 5, 0x0F)
+        if c < 0:
+            return ENC_MALFORMED, q
+        if not ok:
+            return ENC_FALLBACK, q
+        # key, value
+        for _f in range(2):
+            r, c, ok = _skip_varint(src, c, rend, 5, 0x0F)
+            if c < 0:
+                return ENC_MALFORMED, q
+            n = _zigzag32(r)
+            if not ok or n < -1:
+                return ENC_FALLBACK, q
+            if n > 0:
+                c += n
+                if c > rend:
+                    return ENC_MALFORMED, q
+        r, c, ok = _skip_varint(src, c, rend, 5, 0x0F)
+        if c < 0:
+            return ENC_MALFORMED, q
+        nh = _zigzag32(r)
+        if not ok or nh < 0:
+            return ENC_FALLBACK, q
+        for _h in range(nh):
+            r, c, ok = _skip_varint(src, c, rend, 5, 0x0F)
+            if c < 0:
+                return ENC_MALFORMED, q
+            n = _zigzag32(r)
+            if not ok or n < 0 or c + n > rend:
+                return ENC_FALLBACK, q
+            for j in range(c, c + n):
+                if src[j] >= 0x80:          # non-ASCII header key: the reference re-encodes its text
+                    return ENC_FALLBACK, q
+            c += n
+            r, c, ok = _skip_varint(src, c, rend, 5, 0x0F)
+            if c < 0:
+                return ENC_MALFORMED, q
+            n = _zigzag32(r)
+            if not ok or n < -1:
+                return ENC_FALLBACK, q
+            if n > 0:
+                c += n
+                if c > rend:
+                    return ENC_MALFORMED, q
+        if c != rend:
+            return ENC_MALFORMED, q
+        d = ts_delta[k]
+        k += 1
+        zz = np.uint64((d << 1) ^ (d >> 63))
+        tail = rend - body
+        new_len = 1 + _size_unsigned(zz) + tail
+        q = _write_unsigned(out, q, np.uint64(new_len << 1))
+        out[q] = 0
+        q += 1
+        q = _write_unsigned(out, q, zz)
+        copy_bytes(out, q, src, body, tail)
+        q += tail
+        p = rend
+    return ENC_OK, q
+
+
+def _fits_int64(*values) -> bool:
+    return all(_INT64_MIN <= v <= _INT64_MAX for v in values)
+
+
+def rewrite_batch(src: np.ndarray, start: int, end: int, count: int, keep: np.ndarray, timestamps: np.ndarray, *,
+                  base_offset: int, last_offset_delta: int, codec: int, timestamp_type: int, transactional: bool,
+                  control: bool, delete_horizon_ms: Optional[int], producer_id: int, producer_epoch: int,
+                  base_sequence: int, partition_leader_epoch: int, max_timestamp: Optional[int]) -> Optional[bytes]:
+    """The bytes ``encode_batch`` writes for the kept records (``keep``) of the batch whose records
+    region (decompressed) is ``src[start:end)``, with the kept records' absolute ``timestamps``
+    (int64, in order) and the header fields as ``encode_batch`` takes them; ``max_timestamp`` None
+    = max kept timestamp. Returns None where only the reference writer can give the exact bytes
+    (non-canonical source encodings, values outside Java's ranges): the caller must then use it."""
+    from .compression import compress
+
+    nk = len(timestamps)
+    if nk == 0 or not _INT64_MIN + (1 << 31) <= base_offset <= _INT64_MAX - (1 << 31):
+        return None         # (near the limits an offset wraps and the reference re-derives its delta)
+    ts = timestamps.astype(np.int64, copy=False)
+    base_ts = delete_horizon_ms if delete_horizon_ms is not None else int(ts[0])
+    if not _fits_int64(base_ts) or (max_timestamp is not None and not _fits_int64(max_timestamp)):
+        return None
+    base = np.int64(base_ts)
+    with np.errstate(over="ignore"):
+        deltas = ts - base
+    if (((ts ^ base) & (ts ^ deltas)) < 0).any():       # int64 overflow: the reference raises
+        return None
+    max_ts = int(ts.max()) if max_timestamp is None else max_timestamp
+    cap = rb.RECORD_BATCH_OVERHEAD + (end - start) + 16 * nk
+    out = np.empty(cap, dtype=np.uint8)
+    status, q = rewrite_records_kernel(src, start, end, count, keep.view(np.uint8) if keep.dtype == np.bool_ else keep,
+                                       deltas, out, rb.RECORDS_OFFSET)
+    if status != ENC_OK:
+        return None
+    attributes = rb.compute_attributes(codec=codec, timestamp_type=timestamp_type, transactional=transactional,
+                                       control=control, delete_horizon=delete_horizon_ms is not None)
+    if codec == 0:
+        frame = out[:q]
+        size = q
+    else:
+        payload = compress(codec, out[rb.RECORDS_OFFSET:q].tobytes(), magic=rb.MAGIC_VALUE_V2, level=None)
+        size = rb.RECORD_BATCH_OVERHEAD + len(payload)
+        frame = np.empty(size, dtype=np.uint8)
+        frame[rb.RECORDS_OFFSET:] = np.frombuffer(payload, dtype=np.uint8)
+    rb.HEADER.pack_into(frame, 0, base_offset, size - rb.LOG_OVERHEAD, partition_leader_epoch, rb.MAGIC_VALUE_V2, 0,
+                        attributes, last_offset_delta, base_ts, max_ts, producer_id, producer_epoch, base_sequence,
+                        nk)
+    crc = rb.crc32c(memoryview(frame)[rb.ATTRIBUTES_OFFSET:])
+    rb._CRC_FIELD.pack_into(frame, rb.CRC_OFFSET, crc)
+    return frame.tobytes()
+
+
+__all__ = ["ENC_FALLBACK", "ENC_MALFORMED", "ENC_OK", "rewrite_batch", "rewrite_records_kernel"]
