@@ -52,6 +52,7 @@ import uuid
 from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
+import numpy as np
 import pyarrow as pa
 
 from kafkalog.errors import KafkalogError
@@ -215,21 +216,19 @@ def plan_partitions(spark, folders: Sequence[Tuple[str, str]], *, configs, now: 
 
 # --- step 2: the (key, offset) rows of a partition -------------------------------------------
 
-def key_offset_rows(plan) -> Iterator[Tuple[List[bytes], List[int], List[bool]]]:
+def key_offset_rows(plan) -> Iterator[Tuple[pa.Array, np.ndarray, np.ndarray]]:
     """(keys, offsets, dirty) chunks for every data record with a non-null key of the segments the
     round recopies (base < upperBound), in log order; ``dirty`` marks exactly the records that enter
-    the offset map (the walk of ``kafkalog.cleaner.offset_map_entries``)."""
+    the offset map (the walk of ``kafkalog.cleaner.offset_map_entries``). Works a decode window at a
+    time on columns: the transaction tracker runs per batch, the record masks are numpy."""
     from kafkalog.cleaner.cleaner import _map_tracker, _max_batch_bytes
-    from kafkalog.cleaner.local_log import read_batches, start_position
+    from kafkalog.cleaner.local_log import read_windows, start_position
 
     upper, first_dirty = plan.upper_bound_offset, plan.first_dirty_offset
     dirty_segments = plan.dirty_segments()
     first_dirty_base = dirty_segments[0].base_offset if dirty_segments else upper
     tracker = _map_tracker(plan)
     max_bytes = _max_batch_bytes(plan.config)
-    keys: List[bytes] = []
-    offsets: List[int] = []
-    dirty: List[bool] = []
     for seg in plan.segments:
         if seg.base_offset >= upper:
             break
@@ -239,24 +238,28 @@ def key_offset_rows(plan) -> Iterator[Tuple[List[bytes], List[int], List[bool]]]
             walk_from = start_position(seg, first_dirty)
         else:
             walk_from = 0
-        for batch in read_batches(seg, max_batch_bytes=max_bytes):
-            h = batch.header
-            in_walk = walk_from is not None and batch.position >= walk_from
-            if h.is_control:
-                if in_walk:
-                    tracker.on_control_batch(h.producer_id, h.last_offset, batch.control_type)
+        for win in read_windows(seg, max_batch_bytes=max_bytes):
+            nb = len(win.headers)
+            data = np.zeros(nb, dtype=np.bool_)
+            enters = np.zeros(nb, dtype=np.bool_)
+            for b, h in enumerate(win.headers):
+                in_walk = walk_from is not None and win.positions[b] >= walk_from
+                if h.is_control:
+                    if in_walk:
+                        tracker.on_control_batch(h.producer_id, h.last_offset, win.control_type(b))
+                    continue
+                data[b] = True
+                enters[b] = in_walk and not tracker.on_data_batch(h.producer_id, h.last_offset, h.is_transactional)
+            counts = np.diff(win.record_start)
+            emit = np.repeat(data, counts) & win.key_valid
+            if not emit.any():
                 continue
-            enters = in_walk and not tracker.on_data_batch(h.producer_id, h.last_offset, h.is_transactional)
-            for r in batch.records:
-                if r.key is not None:
-                    keys.append(r.key)
-                    offsets.append(r.offset)
-                    dirty.append(enters and r.offset >= first_dirty)
-            if len(keys) >= EMIT_BATCH_ROWS:
-                yield keys, offsets, dirty
-                keys, offsets, dirty = [], [], []
-    if keys:
-        yield keys, offsets, dirty
+            idx = np.flatnonzero(emit)
+            dirty = (np.repeat(enters, counts) & (win.offsets >= first_dirty))[idx]
+            for start in range(0, len(idx), EMIT_BATCH_ROWS):
+                part = idx[start:start + EMIT_BATCH_ROWS]
+                yield (win.keys.take(pa.array(part)), win.offsets[part],
+                       dirty[start:start + EMIT_BATCH_ROWS])
 
 
 def _same_range(plan, expected: dict) -> Optional[str]:
@@ -285,7 +288,7 @@ def _emit_partition(pid: int, p: dict, configs, now: int) -> Iterator[pa.RecordB
             return
         for keys, offsets, dirty in key_offset_rows(plan):
             yield pa.RecordBatch.from_arrays(
-                [pa.array([pid] * len(keys), pa.int32()), pa.array(keys, pa.binary()), pa.array(offsets, pa.int64()),
+                [pa.array(np.full(len(keys), pid, np.int32)), keys.cast(pa.binary()), pa.array(offsets, pa.int64()),
                  pa.array(dirty, pa.bool_())], schema=ENTRY_SCHEMA)
     except (KafkalogError, OSError) as exc:
         yield marker(FAILED_OFFSET, f"reading the dirty range failed: {exc}")
