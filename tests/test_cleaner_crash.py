@@ -175,3 +175,48 @@ def test_recover_subcommand_completes_an_interrupted_swap(tmp_path, capsys):
     assert main(["recover", "--log-dirs", str(tmp_path)]) == 0
     assert "nothing to recover" in capsys.readouterr().out
     assert main(["recover"]) == 2
+
+
+KILL_AT_STEP = r"""
+import os, signal, sys
+from kafkalog.cleaner import clean_partition
+from kafkalog.config import configs_from_mappings
+partition_dir, segment_bytes, now, kill_at = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+topic = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0", "delete.retention.ms": "86400000",
+         "segment.bytes": segment_bytes}
+config = configs_from_mappings(topics={"%s": topic}).for_topic("%s")
+calls = []
+def hook(step, path):
+    calls.append(step)
+    if len(calls) - 1 == kill_at:
+        os.kill(os.getpid(), signal.SIGKILL)          # no finally, no cleanup: a real crash
+clean_partition(partition_dir, config=config, now_ms=now, on_step=hook)
+""" % (TOPIC, TOPIC)
+
+
+def test_process_killed_at_every_step_then_recover(tmp_path):
+    """The same as above with the process SIGKILLed (no exception handlers, no cleanup), at the steps
+    where the on-disk state changes: each step's kind once."""
+    template = write_partition(tmp_path / "template", crash_log())
+    config = grouped_config(template)
+    before = state(template)
+    probe = tmp_path / "probe"
+    shutil.copytree(template.parent, probe)
+    steps = []
+    clean_partition(probe / template.name, config=config, now_ms=NOW, on_step=lambda s, p: steps.append(s))
+    after = state(probe / template.name)
+    first_of_each = sorted({s: i for i, s in reversed(list(enumerate(steps)))}.values())
+    assert len(first_of_each) >= 5
+    for i in first_of_each:
+        run = tmp_path / f"kill{i}"
+        shutil.copytree(template.parent, run)
+        proc = subprocess.run([sys.executable, "-c", KILL_AT_STEP, str(run / template.name),
+                               str(config.segment_bytes), str(NOW), str(i)], capture_output=True, text=True)
+        assert proc.returncode == -9, proc.stderr[-2000:]
+        assert all(r.error is None for r in recover_log_dirs([run]))
+        d = run / template.name
+        assert not [p for p in d.iterdir() if p.name.endswith((".cleaned", ".swap", ".deleted"))]
+        got = state(d)
+        assert set(after) <= set(got) <= set(before), (i, steps[i])
+        again = clean_partition(d, config=config, now_ms=NOW)
+        assert state(d) == after, (i, steps[i], again)
