@@ -188,41 +188,13 @@ def _record_rows(table) -> List[RecordRow]:
 def read_batches(segment: LogSegment, *, max_batch_bytes: int, from_position: int = 0,
                  engine: str = "auto") -> Iterator[SourceBatch]:
     """Decode the segment's batches in file order, starting at the first batch at or after
-    ``from_position``. Raises ``LegacyFormatError`` at a v0/v1 message.
-
-    Records are decoded a window of batches at a time by the format layer's decoder (the numba
-    engine unless ``engine="python"``; both give the same rows), then split back into batches by
-    their record counts. CRCs were checked by the segment's scan."""
-    scan = segment.scan()
-    h = scan.headers
-    n = len(h)
-    first = int(np.searchsorted(h.position, from_position, side="left")) if n else 0
-    legacy = np.flatnonzero(h.magic[first:] != rb.MAGIC_VALUE_V2)
-    stop = first + int(legacy[0]) if legacy.size else n
-    engine = resolve_engine(engine)
-    pid = PartitionId(None, None)
-    with MappedFile(segment.log_path) as f:
-        buf = f.array
-        i = first
-        while i < stop:
-            j = min(stop, i + READ_WINDOW_BATCHES)
-            table, consumed = decode_window(buf, h.slice(i, j), pid, engine=engine, path=segment.log_path,
-                                            verify_crc=False, max_batch_bytes=max_batch_bytes,
-                                            budget=READ_WINDOW_BYTES)
-            consumed = max(int(consumed), 1)
-            rows = _record_rows(table)
-            k = 0
-            for b in range(i, i + consumed):
-                pos, size, count = int(h.position[b]), int(h.size[b]), max(int(h.recordsCount[b]), 0)
-                yield SourceBatch(rb.parse_header(buf, pos), pos, bytes(buf[pos:pos + size]), rows[k:k + count])
-                k += count
-            if k != len(rows):
-                raise KafkalogError(f"decoded {len(rows)} records where the batches declare {k}",
-                                    path=segment.log_path, position=int(h.position[i]))
-            i += consumed
-        if stop < n:
-            raise LegacyFormatError(f"magic {int(h.magic[stop])} message at offset {int(h.baseOffset[stop])}",
-                                    path=segment.log_path, position=int(h.position[stop]))
+    ``from_position``, one ``SourceBatch`` (with a ``RecordRow`` per record) at a time: the reference
+    engine's view of :func:`read_windows`. Raises ``LegacyFormatError`` at a v0/v1 message."""
+    for win in read_windows(segment, max_batch_bytes=max_batch_bytes, from_position=from_position, engine=engine):
+        rows = _record_rows(win.table)
+        for b in range(len(win.headers)):
+            first, end = int(win.record_start[b]), int(win.record_start[b + 1])
+            yield SourceBatch(win.headers[b], win.positions[b], win.raw(b), rows[first:end])
 
 
 @dataclass
@@ -272,8 +244,10 @@ def _valid(array) -> np.ndarray:
 
 def read_windows(segment: LogSegment, *, max_batch_bytes: int, from_position: int = 0,
                  engine: str = "auto") -> Iterator[SourceWindow]:
-    """``read_batches`` a decode window at a time: the same batches, records and errors (raised
-    after the windows before them were yielded), as columns."""
+    """Decode the segment's batches in file order from the first batch at or after ``from_position``,
+    a window of batches at a time (the format layer's decoder: the numba engine unless
+    ``engine="python"``; both give the same rows), as columns. CRCs were checked by the segment's
+    scan. Raises ``LegacyFormatError`` at a v0/v1 message, after the windows before it."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
