@@ -181,3 +181,12 @@ def test_delta_engine_choice_without_delta_jars(spark, tmp_path):
     assert (first.version, first.rows, second.version, second.rows) == (0, 2, 1, 1)
     assert sorted(r.n for r in delta_tables.read_table(spark, tmp_path / "t").collect()) == [1]
     assert [h["operation"] for h in delta_tables.table_history(tmp_path / "t")][0] in ("WRITE", "CREATE OR REPLACE TABLE")
+
+
+def test_an_unexpected_failure_is_exit_3_with_what_to_do(capsys):
+    def main(argv):
+        raise RuntimeError("Python worker exited unexpectedly (crashed)\nmore lines")
+    assert run("retention", main, []) == 3
+    err = capsys.readouterr().err
+    assert "failed: RuntimeError: Python worker exited unexpectedly (crashed)" in err
+    assert "kafkalog recover" in err and "run the job again" in err

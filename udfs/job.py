@@ -2,7 +2,8 @@
 ``--master``, ``--delta-engine``), exit codes, the JSON report and progress lines.
 
 Exit codes: 0 done; 1 done, but some partitions or log dirs failed (the report says which); 2 bad
-arguments or configuration (nothing was touched). Errors are one line naming what is wrong and what to
+arguments or configuration (nothing was touched); 3 the job itself failed (Spark or a worker died: the
+traceback, then one line saying what to do next). Errors are one line naming what is wrong and what to
 do — never a traceback for bad input.
 """
 from __future__ import annotations
@@ -23,7 +24,7 @@ from kafkalog.config import KafkaConfigs, load_configs
 from kafkalog.errors import ConfigError, KafkalogError, LogDirLockedError
 from kafkalog.logdir import is_locked, lock_log_dir
 
-EXIT_OK, EXIT_PARTIAL, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, EXIT_FAILED = 0, 1, 2, 3
 
 
 class UsageError(Exception):
@@ -173,6 +174,15 @@ def run(job: str, main: Callable[[Sequence[str]], int], argv: Optional[Sequence[
         return EXIT_PARTIAL
     except SystemExit as exc:     # --help
         return int(exc.code or 0) if isinstance(exc.code, int) else EXIT_OK
+    except Exception as exc:      # a Spark or worker failure (e.g. out of memory): say what to do next
+        import traceback
+        traceback.print_exc()
+        first = (str(exc).strip().splitlines() or [""])[0][:300]
+        print(f"spark-submit.sh {job}: failed: {type(exc).__name__}: {first}\n"
+              f"  Partitions already applied stay applied and consistent; an interrupted compaction swap is "
+              f"finished by `kafkalog recover --log-dirs …` (or a broker's startup). Fix the cause above and run "
+              f"the job again: it plans from what is on disk.", file=sys.stderr)
+        return EXIT_FAILED
 
 
 def now_ms() -> int:
