@@ -116,7 +116,7 @@ def main(argv=None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
     if args.readme:
-        update_block(Path(args.readme), README_START, README_END, "### Bulk lookups (`bench/lookup_bulk.py`)", table)
+        update_block(Path(args.readme), README_START, README_END, "## `bench/lookup_bulk.py` — bulk lookups", table)
     return 0
 
 
