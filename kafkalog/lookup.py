@@ -100,7 +100,9 @@ import pyarrow.compute as pc
 from .checkpoint import (LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
                          EpochEntry, read_leader_epoch_checkpoint, read_offset_checkpoint)
 from .errors import CorruptIndexError, CorruptRecordError, KafkalogError, OffsetOutOfRangeError, OffsetOverflowError
+from .format.compression import DEFAULT_MAX_BATCH_BYTES
 from .format.decoder import PartitionId, decode_window
+from .format.record_stamps import batch_stamps
 from .format.file_records import (ERR_TRUNCATED, OK_END, OK_WINDOW, HeaderArrays,
                                   MappedFile, _scan, check_crcs, crc_error, resolve_engine, scan_buffer, walk_error)
 from .index.builder import DEFAULT_INDEX_INTERVAL_BYTES, build_indexes
@@ -566,9 +568,7 @@ class PartitionLog:
         for w in _walk(seg, position, self._end_of(i), self.engine):
             h = w.h
             for j in np.flatnonzero((h.maxTimestamp >= target) & (h.lastOffset >= lso)):
-                batch = self._decode(seg, w, int(j))
-                offsets = batch.column("offset").to_numpy()
-                ts = _timestamps(batch)
+                offsets, ts = self._stamps(seg, w, int(j))
                 k = first_record_at_or_after(offsets, ts, target, lso)
                 if k >= 0:
                     return LookupResult(target, int(offsets[k]), int(ts[k]), _epoch(h, int(j)), seg.base_offset,
@@ -597,11 +597,11 @@ class PartitionLog:
             j = int(hit[0])
             if int(h.magic[j]) == 0:
                 break                                   # offsetOfMaxTimestamp is empty for magic 0
-            batch = self._decode(seg, w, j)
-            k = np.flatnonzero(_timestamps(batch) == ts)
+            offsets, stamps = self._stamps(seg, w, j)
+            k = np.flatnonzero(stamps == ts)
             if not k.size:
                 break
-            return LookupResult(target, int(batch.column("offset")[int(k[0])].as_py()), ts, _epoch(h, j),
+            return LookupResult(target, int(offsets[int(k[0])]), ts, _epoch(h, j),
                                 seg.base_offset, True, FOUND, seg.notes)
         return not_found(target, why, seg.base_offset, seg.notes)
 
@@ -825,6 +825,17 @@ class PartitionLog:
             self._largest = np.array([largest_timestamp(self._max_so_far(i)[0], self._segments[i].mtime_ms)
                                       for i in range(max(n, 0))], dtype=np.int64)
         return self._largest
+
+    def _stamps(self, seg: _Segment, w: _Window, j: int) -> Tuple[np.ndarray, np.ndarray]:
+        """(offsets, timestamps) of batch j's records: the light record walk for v2 batches with
+        the accel engine, else (legacy data, the python engine, or anything malformed, to get the
+        decoder's precise error) the full record decoder."""
+        if self.engine != "python" and int(w.h.magic[j]) == 2:
+            found = batch_stamps(w.buf, int(w.h.position[j]), max_batch_bytes=DEFAULT_MAX_BATCH_BYTES)
+            if found is not None:
+                return found
+        batch = self._decode(seg, w, j)
+        return batch.column("offset").to_numpy(), _timestamps(batch)
 
     def _decode(self, seg: _Segment, w: _Window, j: int) -> pa.RecordBatch:
         try:
