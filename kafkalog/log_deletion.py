@@ -94,10 +94,12 @@ def _touch_empty(path: Path) -> None:
         os.close(fd)
 
 
-def apply_plan(state: PartitionState, plan: RetentionPlan, *, now_ms: int) -> DeletionResult:
-    """Steps 1–4 above for one partition. Raises PlanOutdatedError before touching anything if the
-    folder no longer matches the plan."""
-    result = DeletionResult()
+def apply_plan(state: PartitionState, plan: RetentionPlan, *, now_ms: int,
+               result: Optional[DeletionResult] = None) -> DeletionResult:
+    """Steps 1–4 above for one partition. Everything that can be checked is checked before anything
+    is touched (PlanOutdatedError, or the leader-epoch file's CheckpointError); ``result`` (pass your
+    own to see how far a failure got) records each file as it is renamed."""
+    result = DeletionResult() if result is None else result
     by_base = {s.base_offset: s for s in state.segments}
     doomed = [by_base[d.base_offset] for d in plan.decisions if d.decision == DELETE]
     if not doomed and plan.roll_at is None:
@@ -110,6 +112,11 @@ def apply_plan(state: PartitionState, plan: RetentionPlan, *, now_ms: int) -> De
         if size != seg.size:
             raise PlanOutdatedError(f"segment {seg.base_offset} is {size} bytes, the plan saw {seg.size}",
                                     path=seg.files.log)
+    epoch_file = state.path / LEADER_EPOCH_CHECKPOINT
+    epochs = truncated = None
+    if plan.new_log_start_offset > plan.log_start_offset and epoch_file.exists():
+        epochs = read_leader_epoch_checkpoint(epoch_file)        # a malformed file stops us here
+        truncated = truncate_epochs_from_start(epochs, plan.new_log_start_offset)
     if plan.roll_at is not None:
         for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
             path = state.path / format_segment_file_name(plan.roll_at, suffix)
@@ -131,14 +138,9 @@ def apply_plan(state: PartitionState, plan: RetentionPlan, *, now_ms: int) -> De
             os.utime(target, (now_s, now_s))
             result.renamed.append(target.name)
     fsync_dir(state.path)
-    if plan.new_log_start_offset > plan.log_start_offset:
-        epoch_file = state.path / LEADER_EPOCH_CHECKPOINT
-        if epoch_file.exists():
-            entries = read_leader_epoch_checkpoint(epoch_file)
-            truncated = truncate_epochs_from_start(entries, plan.new_log_start_offset)
-            if truncated != entries:
-                write_leader_epoch_checkpoint(epoch_file, truncated)
-                result.leader_epochs_truncated = True
+    if truncated is not None and truncated != epochs:
+        write_leader_epoch_checkpoint(epoch_file, truncated)
+        result.leader_epochs_truncated = True
     return result
 
 

@@ -91,6 +91,8 @@ UNIQUE_ID_HEX_DIGITS = 32    # java.util.UUID without dashes
 
 REMOTE_INDEX_CACHE_DIR = "remote-log-index-cache"   # RemoteIndexCache.DIR_NAME, skipped by LogManager
 QUORUM_STATE = "quorum-state"                        # KRaft, in __cluster_metadata-0
+KRAFT_METADATA_TOPIC = "__cluster_metadata"          # KafkaRaftServer.MetadataTopic: the LogManager never
+                                                     # loads it; snapshots, not retention, trim its log
 BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"        # KRaft metadata bootstrap, log-dir level
 
 INT32_MAX = 2**31 - 1

@@ -247,6 +247,17 @@ def _delete_reason(rule: str, segment: Segment, config: LogConfig, now_ms: int, 
     return f"newest record {now_ms - segment.largest_timestamp_ms} ms old > retention.ms {config.retention_ms}"
 
 
+def keep_active_segment(plan: RetentionPlan, reason: str) -> RetentionPlan:
+    """The plan without its roll: the active (last) segment is kept with ``reason`` and the log start
+    offset moves only to its base offset. (For when the roll cannot be done as a broker does it.)"""
+    if plan.roll_at is None:
+        return plan
+    *rest, last = plan.decisions
+    kept = SegmentDecision(last.base_offset, last.size, KEEP, None, reason)
+    return replace(plan, decisions=tuple(rest) + (kept,), roll_at=None,
+                   new_log_start_offset=max(plan.log_start_offset, last.base_offset))
+
+
 def decisions_as_rows(plan: RetentionPlan) -> list[dict]:
     """The plan's decisions as plain dicts (report/DataFrame rows without the partition columns)."""
     return [dict(base_offset=d.base_offset, size=d.size, decision=d.decision, rule=d.rule, reason=d.reason)
@@ -256,5 +267,5 @@ def decisions_as_rows(plan: RetentionPlan) -> list[dict]:
 __all__: Sequence[str] = (
     "Segment", "LogState", "SegmentDecision", "RetentionPlan", "resolve_high_watermark",
     "log_start_offset_breached", "retention_size_breached", "retention_ms_breached",
-    "deletable_segments", "plan_retention", "decisions_as_rows",
+    "deletable_segments", "plan_retention", "keep_active_segment", "decisions_as_rows",
 )

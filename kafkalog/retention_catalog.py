@@ -2,7 +2,8 @@
 log dirs: what-if plans over a catalog table, the bulk planner and the Spark job's grouped planner all
 call :func:`plan_partition_table` — ``kafkalog.retention.plan_retention`` per partition.
 
-Only live partitions' segment rows are planned; leftover and error rows are ignored.
+Only live partitions' segment rows are planned (not the KRaft metadata log, which a broker never
+retains); leftover and error rows are ignored.
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .config import KafkaConfigs
+from .logdir import KRAFT_METADATA_TOPIC
 from .retention import HW_MISSING_ZERO, LogState, Segment, plan_retention, resolve_high_watermark
 
 PLAN_SCHEMA = pa.schema([
@@ -35,7 +37,8 @@ _NEEDED = ("log_dir", "topic", "partition", "base_offset", "size", "largest_time
 
 def live_segments(table: pa.Table) -> pa.Table:
     """The segment rows of live partitions, sorted by (log dir, topic, partition, base offset)."""
-    mask = pc.and_(pc.equal(table["kind"], "segment"), pc.equal(table["partition_kind"], "live"))
+    mask = pc.and_(pc.and_(pc.equal(table["kind"], "segment"), pc.equal(table["partition_kind"], "live")),
+                   pc.not_equal(table["topic"], KRAFT_METADATA_TOPIC))
     return table.filter(mask).select(list(_NEEDED)).sort_by(
         [("log_dir", "ascending"), ("topic", "ascending"), ("partition", "ascending"), ("base_offset", "ascending")])
 

@@ -14,14 +14,19 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .catalog import LogDirCheckpoints, PartitionState, load_partition, read_log_dir_checkpoints
 from .checkpoint import LOG_START_OFFSET_CHECKPOINT, read_offset_checkpoint, write_offset_checkpoint
 from .config import KafkaConfigs
 from .errors import KafkalogError
-from .log_deletion import apply_plan, purge_deleted_files, updated_log_start_offsets
-from .logdir import LIVE, parse_partition_dir_name, scan_partition_dir
-from .retention import (HW_MISSING_ZERO, LogState, Segment, plan_retention, resolve_high_watermark)
+from .format.file_records import scan_batches
+from .producer_snapshot import snapshot_file_name
+from .log_deletion import DeletionResult, apply_plan, purge_deleted_files, updated_log_start_offsets
+from .logdir import (CLEANED_SUFFIX, KRAFT_METADATA_TOPIC, LIVE, SWAP_SUFFIX, parse_partition_dir_name,
+                     scan_partition_dir)
+from .retention import (HW_MISSING_ZERO, LogState, Segment, keep_active_segment, plan_retention,
+                        resolve_high_watermark)
 
 PLANNED, APPLIED, SKIPPED, ERROR = "planned", "applied", "skipped", "error"
 
@@ -95,9 +100,21 @@ def retain_partition(path: os.PathLike | str, *, log_dir: Optional[os.PathLike |
         if kind != LIVE:
             out.update(status=SKIPPED, message=f"a {kind} folder: not a live log, a broker never retains it")
             return out
+        if topic == KRAFT_METADATA_TOPIC:
+            out.update(status=SKIPPED, message="the KRaft metadata log: a broker never applies retention to it "
+                                               "(its snapshots trim it)")
+            return out
         if checkpoints is None:
             checkpoints = read_log_dir_checkpoints(log_dir)
-        state = load_partition(scan_partition_dir(path, log_dir=log_dir), checkpoints)
+        listing = scan_partition_dir(path, log_dir=log_dir)
+        pending = [p.name for p in listing.leftovers if p.name.endswith(("." + SWAP_SUFFIX, "." + CLEANED_SUFFIX))]
+        if pending:
+            out.update(status=ERROR, message=(
+                f"{path}: an interrupted compaction is pending ({', '.join(pending[:3])}); a broker completes it "
+                "at startup and would bring back what retention deletes now. Run `kafkalog recover --log-dirs "
+                f"{log_dir}` first, then retention again"))
+            return out
+        state = load_partition(listing, checkpoints)
         out["problems"] = list(checkpoints.problems) + state.problems
         _decide(state, config, configs, now_ms, hw_missing, out)
         if execute and out["status"] == PLANNED:
@@ -121,6 +138,10 @@ def _decide(state: PartitionState, config, configs: KafkaConfigs, now_ms: int, h
     log = LogState(tuple(Segment(s.base_offset, s.size, s.largest_timestamp_ms) for s in state.segments),
                    state.log_start_offset, state.log_end_offset, hw)
     plan = plan_retention(log, config, now_ms, cleaner_enabled=configs.broker.cleaner_enable)
+    if plan.roll_at is not None:
+        missing = _producer_state_lost_by_roll(state, plan.roll_at)
+        if missing:
+            plan = keep_active_segment(plan, missing)
     by_base = {s.base_offset: s for s in state.segments}
     remaining = [d.base_offset for d in plan.decisions if d.decision != "delete"]
     out.update(
@@ -139,13 +160,33 @@ def _decide(state: PartitionState, config, configs: KafkaConfigs, now_ms: int, h
     out["_state"] = state
 
 
+def _producer_state_lost_by_roll(state: PartitionState, roll_at: int) -> Optional[str]:
+    """Why rolling and deleting every segment would lose producer state, or None. A broker's roll
+    writes ``<log end offset>.snapshot`` (ProducerStateManager.takeSnapshot) and keeps it; offline we
+    cannot rebuild that state, so the roll is safe only when the snapshot is already there (a clean
+    shutdown writes it) or no batch of the log carries a producer id."""
+    if (state.path / snapshot_file_name(roll_at)).exists():
+        return None
+    for seg in state.segments:
+        ids = scan_batches(seg.files.log, verify_crc=False, on_corrupt="stop").batches.column("producerId")
+        if len(ids) and pc.max(ids).as_py() >= 0:
+            return (f"the roll that would delete the active segment too is not done: its producer state "
+                    f"({snapshot_file_name(roll_at)}, which a broker writes when it rolls) is not on disk and "
+                    f"the log has idempotent/transactional batches; a broker (or a clean restart) will roll it")
+    return None
+
+
 def _apply(state: PartitionState, config, now_ms: int, delete_delay_ms: Optional[int], out: dict) -> None:
     plan = out["_plan"]
-    result = apply_plan(state, plan, now_ms=now_ms)
-    delay = config.file_delete_delay_ms if delete_delay_ms is None else delete_delay_ms
-    leftovers = list(state.leftovers) + [state.path / name for name in result.renamed]
-    purge_deleted_files(leftovers, now_ms=now_ms, delay_ms=delay, result=result)
-    out.update(status=APPLIED, renamed=result.renamed, purged=result.purged, bytes_purged=result.bytes_purged)
+    result = DeletionResult()
+    try:
+        apply_plan(state, plan, now_ms=now_ms, result=result)
+        delay = config.file_delete_delay_ms if delete_delay_ms is None else delete_delay_ms
+        leftovers = list(state.leftovers) + [state.path / name for name in result.renamed]
+        purge_deleted_files(leftovers, now_ms=now_ms, delay_ms=delay, result=result)
+    finally:   # what was done is reported even when a later step failed
+        out.update(renamed=result.renamed, purged=result.purged, bytes_purged=result.bytes_purged)
+    out.update(status=APPLIED)
 
 
 def public_outcome(outcome: dict) -> dict:

@@ -148,3 +148,58 @@ def test_errors_are_reported_not_raised(tmp_path):
     (folder / "00000000000000000002.log").write_bytes(b"\xff" * 30)    # the active segment is read: reported
     out = run(tmp_path, folder, execute=False)
     assert out["status"] == "planned" and any("00000000000000000002.log" in p for p in out["problems"])
+
+
+# --- found in review: what a broker never does, or would undo -------------------------------------
+
+def test_the_kraft_metadata_log_is_never_retained(tmp_path):
+    folder = make_partition(tmp_path, "__cluster_metadata", 0, [[DAY], [2 * DAY], [3 * DAY]])
+    (folder / "quorum-state").write_text("{}")
+    before = snapshot(tmp_path)
+    configs = configs_from_mappings()
+    out = retain_partition(folder, log_dir=tmp_path, configs=configs, now_ms=NOW, execute=True,
+                           hw_missing="log-end")
+    assert out["status"] == "skipped" and "KRaft metadata log" in out["message"]
+    assert snapshot(tmp_path) == before
+    from kafkalog.catalog import catalog_table
+    from kafkalog.retention_catalog import plan_catalog_table
+    assert plan_catalog_table(catalog_table([load_partition_path(folder)]), configs, NOW).num_rows == 0
+
+
+def test_a_pending_compaction_swap_is_refused(tmp_path):
+    folder = old_and_new(tmp_path)
+    (folder / "00000000000000000000.log.swap").write_bytes((folder / "00000000000000000000.log").read_bytes())
+    before = snapshot(tmp_path)
+    out = run(tmp_path, folder, execute=True)
+    assert out["status"] == "error" and "kafkalog recover" in out["message"]
+    assert snapshot(tmp_path) == before
+
+
+def test_a_malformed_leader_epoch_file_stops_before_any_rename(tmp_path):
+    folder = old_and_new(tmp_path)
+    (folder / checkpoint.LEADER_EPOCH_CHECKPOINT).write_text("0\n1\n3 x\n")
+    before = snapshot(tmp_path)
+    out = run(tmp_path, folder, execute=True)
+    assert out["status"] == "error" and "leader-epoch-checkpoint" in out["message"]
+    assert out["renamed"] == [] and snapshot(tmp_path) == before
+
+
+def test_no_roll_that_would_lose_producer_state(tmp_path):
+    from kafkalog.format import record_batch as rb
+    from kafkalog.logdir import format_segment_file_name
+    folder = tmp_path / "t-0"
+    folder.mkdir()
+    for base, ts in ((0, DAY), (2, 2 * DAY)):          # idempotent batches, no snapshot at the log end
+        batch = rb.encode_batch([rb.V2Record(base + i, ts, b"k", b"v", []) for i in range(2)], base_offset=base,
+                                producer_id=7, producer_epoch=0, base_sequence=base)
+        log = folder / format_segment_file_name(base, "log")
+        log.write_bytes(batch)
+        os.utime(log, (ts / 1000, ts / 1000))           # no .timeindex: largestTimestamp is the mtime
+    write_checkpoints(tmp_path, high_watermarks={("t", 0): 4})
+    out = run(tmp_path, folder, execute=True, delay=0)
+    assert [d["decision"] for d in out["decisions"]] == ["delete", "keep"]
+    assert out["roll_at"] is None and out["new_log_start_offset"] == 2
+    assert "producer state" in out["decisions"][1]["reason"]
+    (folder / "00000000000000000004.snapshot").write_bytes(b"")      # a clean shutdown wrote it
+    out = run(tmp_path, folder, execute=True, delay=0)
+    assert out["roll_at"] == 4 and out["segments_deleted"] == 1
