@@ -15,7 +15,6 @@ the key and where it came from.
 """
 from __future__ import annotations
 
-import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -55,11 +54,17 @@ LONG = _integer(INT64_MIN, INT64_MAX, "long")
 INT = _integer(INT32_MIN, INT32_MAX, "int")
 
 
+# Double.parseDouble's decimal grammar (hex floats aside): optional sign, digits with an optional
+# point and exponent, or Infinity, and an optional d/D/f/F suffix. No underscores (Python's float
+# accepts them).
+_JAVA_DOUBLE = re.compile(r"[+-]?(?:Infinity|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)[dDfF]?")
+
+
 def DOUBLE(text: str) -> float:
-    value = float(text.strip())        # ValueError on junk, as Double.parseDouble throws
-    if math.isnan(value):
-        raise ValueError("NaN is not a number Kafka accepts here")
-    return value
+    text = text.strip()
+    if not _JAVA_DOUBLE.fullmatch(text):
+        raise ValueError("not a double" if text != "NaN" else "NaN is not a number Kafka accepts here")
+    return float(text.rstrip("dDfF").replace("Infinity", "inf"))
 
 
 def BOOLEAN(text: str) -> bool:

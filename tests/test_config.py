@@ -101,3 +101,14 @@ def test_local_retention_applies_only_with_remote_copy():
 def test_missing_config_file_is_a_clear_error(tmp_path):
     with pytest.raises(ConfigError, match="cannot read"):
         load_configs(broker_config=tmp_path / "nope.properties")
+
+
+@pytest.mark.parametrize("text, value", [("0.25", 0.25), ("0.5d", 0.5), (".5", 0.5), ("1e-1", 0.1), ("+0.75F", 0.75)])
+def test_doubles_parse_as_java_does(text, value):
+    assert configs_from_mappings({}, {"t": {"min.cleanable.dirty.ratio": text}}).for_topic("t").min_cleanable_dirty_ratio == value
+
+
+@pytest.mark.parametrize("text", ["0.2_5", "NaN", "half", "1e"])
+def test_doubles_java_refuses_are_refused(text):
+    with pytest.raises(ConfigError, match="min.cleanable.dirty.ratio"):
+        configs_from_mappings({}, {"t": {"min.cleanable.dirty.ratio": text}})
