@@ -220,3 +220,42 @@ def test_process_killed_at_every_step_then_recover(tmp_path):
         assert set(after) <= set(got) <= set(before), (i, steps[i])
         again = clean_partition(d, config=config, now_ms=NOW)
         assert state(d) == after, (i, steps[i], again)
+
+
+def test_no_round_on_top_of_an_interrupted_swap(tmp_path):
+    """Found in review: cleaning again before recover would let a broker's startup delete the new
+    round's segments (they lie in the stale .swap's offset range). A pending swap refuses the round."""
+    template = write_partition(tmp_path / "template", crash_log())
+    config = grouped_config(template)
+    steps = []
+    probe = tmp_path / "probe"
+    shutil.copytree(template.parent, probe)
+    clean_partition(probe / template.name, config=config, now_ms=NOW, on_step=lambda s, p: steps.append(s))
+    after = state(probe / template.name)
+    crash_at = next(i for i, s in enumerate(steps) if s == STEP_INSTALL)       # mid-swap
+    run = tmp_path / "run"
+    shutil.copytree(template.parent, run)
+    calls = []
+
+    def hook(s, path):
+        calls.append(s)
+        if len(calls) - 1 == crash_at:
+            raise Crash(s)
+    with pytest.raises(Crash):
+        clean_partition(run / template.name, config=config, now_ms=NOW, on_step=hook)
+    listing = sorted(p.name for p in (run / template.name).iterdir())
+    again = clean_partition(run / template.name, config=config, now_ms=NOW)
+    assert not again.cleaned and "kafkalog recover" in again.error
+    assert sorted(p.name for p in (run / template.name).iterdir()) == listing        # untouched
+    recover_log_dirs([run])
+    assert clean_partition(run / template.name, config=config, now_ms=NOW).error is None
+    assert state(run / template.name) == after
+
+
+def test_the_checkpoint_can_be_left_to_the_caller(tmp_path):
+    template = write_partition(tmp_path / "logs", crash_log())
+    res = clean_partition(template, config=grouped_config(template), now_ms=NOW, update_checkpoint=False)
+    before = read_offset_checkpoint(template.parent / CLEANER_OFFSET_CHECKPOINT)
+    assert res.cleaned and (TOPIC, 0) not in before
+    assert clean_partition(template, config=grouped_config(template), now_ms=NOW).cleaned    # same range again
+    assert read_offset_checkpoint(template.parent / CLEANER_OFFSET_CHECKPOINT)[(TOPIC, 0)] == res.end_offset

@@ -220,3 +220,20 @@ def test_spark_submit_lists_the_job_and_rejects_a_missing_log_dir(tmp_path):
                                                                                      "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 2
     assert "does not exist" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_every_cleaned_partition_gets_its_checkpoint_entry(spark, tmp_path):
+    """Found in review: rewriting tasks run in parallel, and each rewrote the shared
+    cleaner-offset-checkpoint (lost entries, a torn file). The driver now writes it once per log dir."""
+    d = tmp_path / "d"
+    hw = {}
+    for p in range(6):
+        write_partition(d, crash_log(), partition=p)
+        hw.update(read_offset_checkpoint(d / REPLICATION_OFFSET_CHECKPOINT))
+    write_offset_checkpoint(d / REPLICATION_OFFSET_CHECKPOINT, hw)
+    report = tmp_path / "r.json"
+    assert compact_job.main(job_args([d], "--report", str(report)), spark=spark) == 0
+    cleaned = {(p["topic"], p["partition"]): p["end_offset"] for p in json.loads(report.read_text())["partitions"]
+               if p["status"] == "cleaned"}
+    assert len(cleaned) == 6
+    assert read_offset_checkpoint(d / CLEANER_OFFSET_CHECKPOINT) == cleaned

@@ -406,7 +406,7 @@ def _rewrite_partition(pid: int, p: dict, rows: _VerdictRows, *, configs, now: i
         return _result_row(pid, ERROR, moved, explain=[f"offset {o}: partition not cleaned ({moved})" for o in explain])
     result = clean_partition(p["partition_dir"], config=config, now_ms=now, broker=configs.broker,
                              offset_map=offset_map, dry_run=dry_run, record_decisions=set(explain) or False,
-                             lock=False)
+                             lock=False, update_checkpoint=False)      # the driver writes the checkpoints
     offset_map.drain()
     counts = result.counts.as_dict()
     if result.error is not None:
@@ -584,6 +584,8 @@ def main(argv: Sequence[str], *, spark=None) -> int:
         progress(f"{len(eligible)} of {len(plans)} partitions to {'dry-run' if args.dry_run else 'clean'}")
         results = compact_partitions(spark, eligible, configs=configs, now=now, dry_run=args.dry_run,
                                      explain=explain_keys)
+        if not args.dry_run:
+            _write_cleaner_checkpoints(eligible, results, refused)
 
     partitions = sorted((_merge(p, results.get(p["partition_dir"]), args.dry_run) for p in plans),
                         key=lambda p: (p["log_dir"], p["topic"], p["partition"]))
@@ -607,6 +609,26 @@ def main(argv: Sequence[str], *, spark=None) -> int:
     write_report(args.report, report)
     failed = summary["statuses"].get(ERROR, 0) or refused
     return EXIT_PARTIAL if failed else EXIT_OK
+
+
+def _write_cleaner_checkpoints(eligible: list, results: dict, refused: list) -> None:
+    """``cleaner-offset-checkpoint``: one atomic rewrite per log dir, on the driver (which holds the
+    lock), with the end offset of every partition cleaned there. The rewriting tasks run in parallel
+    and must not each rewrite the shared file."""
+    from kafkalog.cleaner.cleaner import update_cleaner_checkpoints
+
+    by_log_dir: Dict[str, Dict[Tuple[str, int], int]] = {}
+    for p in eligible:
+        r = results.get(p["partition_dir"])
+        if r is not None and r["status"] == CLEANED and r.get("end_offset") is not None:
+            by_log_dir.setdefault(p["log_dir"], {})[(p["topic"], p["partition"])] = r["end_offset"]
+    for log_dir, offsets in by_log_dir.items():
+        try:
+            update_cleaner_checkpoints(log_dir, offsets)
+        except (KafkalogError, OSError) as exc:
+            refused.append(dict(log_dir=log_dir, message=(
+                f"cannot update its cleaner-offset-checkpoint ({exc}); the cleaned segments are in place, and the "
+                "next run cleans those partitions again from the old checkpoint, which is safe")))
 
 
 def _print_summary(report: dict) -> None:

@@ -59,8 +59,8 @@ from ..producer_snapshot import read_producer_snapshot
 from . import producer_state as ps
 from .cleanable import CleanableOffsets, cleanable_offsets
 from . import fast_filter
-from .local_log import (LogSegment, collect_aborted_transactions, load_segments, read_batches, read_windows,
-                        start_position)
+from .local_log import (LogSegment, collect_aborted_transactions, load_segments, pending_swap_files, read_batches,
+                        read_windows, start_position)
 from .offset_map import ExactOffsetMap, OffsetMap, build_offset_map, map_entries
 from .record_filter import (BatchRetention, FilterCounts, FilteredBatch, RecordReason, filter_batch,
                             is_batch_last_record_of_producer)
@@ -147,6 +147,12 @@ def plan_partition(partition_dir, *, config: LogConfig, now_ms: int, broker: Bro
     log dir's checkpoints (``checkpoint_offset=-1`` means "read cleaner-offset-checkpoint")."""
     path = Path(partition_dir)
     topic, partition, _kind = parse_partition_dir_name(path.name)
+    pending = pending_swap_files(path)
+    if pending:
+        raise KafkalogError(
+            f"an interrupted compaction is pending ({', '.join(pending[:3])}): a broker completes it at startup, "
+            "and cleaning again on top of it would lose records", path=path,
+            hint=f"run `kafkalog recover --log-dirs {path.parent}` first, then compact again")
     segments = load_segments(path)
     if not segments:
         raise KafkalogError("the partition folder holds no segment", path=path)
@@ -588,10 +594,17 @@ def _swap_in(directory: Path, g: _GroupOutput, on_step: Optional[StepHook]) -> N
 
 def update_cleaner_checkpoint(log_dir, topic: str, partition: int, offset: int) -> None:
     """``LogCleanerManager.updateCheckpoints``: set one entry of ``cleaner-offset-checkpoint``
-    (read, modify, write atomically through ``.tmp``)."""
+    (read, modify, write atomically through ``.tmp``). One writer per log dir at a time."""
+    update_cleaner_checkpoints(log_dir, {(topic, partition): offset})
+
+
+def update_cleaner_checkpoints(log_dir, offsets) -> None:
+    """Set several entries of a log dir's ``cleaner-offset-checkpoint`` in one atomic rewrite."""
+    if not offsets:
+        return
     path = Path(log_dir) / CLEANER_OFFSET_CHECKPOINT
     entries = read_offset_checkpoint(path)
-    entries[(topic, partition)] = int(offset)
+    entries.update({tp: int(o) for tp, o in offsets.items()})
     write_offset_checkpoint(path, entries)
 
 
@@ -606,7 +619,7 @@ def default_io_buffer_size(broker: BrokerConfig) -> int:
 def _clean_locked(partition_dir: Path, *, config: LogConfig, now_ms: int, broker: BrokerConfig,
                   offset_map: Optional[OffsetMap], dry_run: bool, on_step: Optional[StepHook],
                   record_decisions: RecordDecisions, io_buffer_size: Optional[int],
-                  high_watermark: Optional[int], force: bool) -> PartitionCleanResult:
+                  high_watermark: Optional[int], force: bool, update_checkpoint: bool = True) -> PartitionCleanResult:
     try:
         topic, partition, kind = parse_partition_dir_name(partition_dir.name)
     except KafkalogError as e:
@@ -664,8 +677,9 @@ def _clean_locked(partition_dir: Path, *, config: LogConfig, now_ms: int, broker
         # changes nothing in the live segments.
         for g in outputs:
             _swap_in(partition_dir, g, on_step)
-        update_cleaner_checkpoint(partition_dir.parent, topic, partition, end_offset)
-        _hook(on_step, STEP_CHECKPOINT, partition_dir.parent / CLEANER_OFFSET_CHECKPOINT)
+        if update_checkpoint:
+            update_cleaner_checkpoint(partition_dir.parent, topic, partition, end_offset)
+            _hook(on_step, STEP_CHECKPOINT, partition_dir.parent / CLEANER_OFFSET_CHECKPOINT)
         result.cleaned = True
         return result
     except KafkalogError as e:
@@ -681,26 +695,30 @@ def clean_partition(partition_dir, *, config: LogConfig, now_ms: int, broker: Br
                     offset_map: Optional[OffsetMap] = None, dry_run: bool = False,
                     on_step: Optional[StepHook] = None, record_decisions: RecordDecisions = True,
                     io_buffer_size: Optional[int] = None, high_watermark: Optional[int] = None,
-                    force: bool = False, lock: bool = True) -> PartitionCleanResult:
+                    force: bool = False, lock: bool = True, update_checkpoint: bool = True) -> PartitionCleanResult:
     """Clean one partition folder (one round). Refuses (``LogDirLockedError``) a log dir whose
     ``.lock`` another process holds, and holds that lock while it works. ``offset_map``: a
     precomputed map (the Spark job's); ``force``: clean even when the dirty ratio is too low;
     ``record_decisions``: keep every record's reason (True), none (False), or only those of the
     given offsets (for ``explain`` on a large partition); ``lock=False``: the caller already holds
-    the log dir's lock in another process (the Spark job's driver) — no lock check here.
+    the log dir's lock in another process (the Spark job's driver) — no lock check here;
+    ``update_checkpoint=False``: leave ``cleaner-offset-checkpoint`` to the caller, who writes the
+    entries of many partitions at once (``update_cleaner_checkpoints``; concurrent writers of one
+    log dir's checkpoint would lose each other's entries).
     Problems with the data are reported in ``result.error``; nothing is changed then."""
     partition_dir = Path(partition_dir)
     log_dir = partition_dir.parent
     if not lock:
         return _clean_locked(partition_dir, config=config, now_ms=now_ms, broker=broker, offset_map=offset_map,
                              dry_run=dry_run, on_step=on_step, record_decisions=record_decisions,
-                             io_buffer_size=io_buffer_size, high_watermark=high_watermark, force=force)
+                             io_buffer_size=io_buffer_size, high_watermark=high_watermark, force=force,
+                             update_checkpoint=update_checkpoint)
     if is_locked(log_dir):
         raise LogDirLockedError("the log dir is locked by a running broker (or another job)",
                                 path=log_dir / ".lock")
     kwargs = dict(config=config, now_ms=now_ms, broker=broker, offset_map=offset_map, dry_run=dry_run,
                   on_step=on_step, record_decisions=record_decisions, io_buffer_size=io_buffer_size,
-                  high_watermark=high_watermark, force=force)
+                  high_watermark=high_watermark, force=force, update_checkpoint=update_checkpoint)
     if dry_run:
         return _clean_locked(partition_dir, **kwargs)
     with lock_log_dir(log_dir):

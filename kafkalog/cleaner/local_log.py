@@ -105,6 +105,13 @@ def load_segment(files, *, is_active: bool = False) -> LogSegment:
                       _file_size(files.timeindex), has_legacy, txn, scan)
 
 
+def pending_swap_files(partition_dir) -> List[str]:
+    """``.cleaned``/``.swap`` files of an interrupted compaction, which a broker's startup finishes or
+    drops (spec §3.3) and which must be dealt with before another round."""
+    return [p.name for p in scan_partition_dir(partition_dir).leftovers
+            if p.name.endswith((".cleaned", ".swap"))]
+
+
 def load_segments(partition_dir) -> List[LogSegment]:
     """The segments of a partition folder in base-offset order (the last is the active one)."""
     found = scan_partition_dir(partition_dir)
@@ -290,4 +297,4 @@ def read_windows(segment: LogSegment, *, max_batch_bytes: int, from_position: in
 
 
 __all__ = ["LogSegment", "SourceBatch", "LegacyFormatError", "load_segments", "load_segment",
-           "collect_aborted_transactions", "read_batches", "read_windows", "SourceWindow", "start_position"]
+           "collect_aborted_transactions", "pending_swap_files", "read_batches", "read_windows", "SourceWindow", "start_position"]
