@@ -61,10 +61,10 @@ from typing import Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
-from .errors import KafkalogError, UnknownMagicError
+from .errors import KafkalogError
 from .format import control_record as cr
 from .format.compression import DEFAULT_MAX_BATCH_BYTES
-from .format.file_records import MappedFile, scan_buffer
+from .format.file_records import MappedFile, recovery_valid_bytes, scan_buffer
 from .format.records_reference import decode_v2_batch
 from .index.builder import DEFAULT_INDEX_INTERVAL_BYTES, build_indexes, replay_transactions
 from .index.offset_index import OFFSET_ENTRY_DTYPE, OFFSET_ENTRY_SIZE, OffsetIndex
@@ -102,7 +102,8 @@ class LogTail:
     size: int
     valid_bytes: int
     error: Optional[str] = None
-    kafka_keeps_tail: bool = False      # our walk stopped at a magic > 2 batch, which Kafka keeps
+    kafka_keeps_tail: bool = False      # Kafka's recovery keeps bytes past where our walk stopped
+    recovery_valid_bytes: Optional[int] = None   # where Kafka's recovery truncates (file_records)
 
     @property
     def corrupt(self) -> bool:
@@ -164,6 +165,7 @@ class _Batches:
 def _read_log(log_path: Path) -> Tuple[_Batches, LogTail]:
     with MappedFile(log_path) as f:
         scan = scan_buffer(f.array, path=log_path, verify_crc=True, on_corrupt="stop")
+        kafka_end = scan.valid_bytes if scan.error is None else recovery_valid_bytes(f.array, path=log_path)[0]
         t = scan.batches
         col = {name: t.column(name).to_numpy(zero_copy_only=False) for name in
                ("position", "size", "baseOffset", "lastOffset", "maxTimestamp", "magic", "producerId",
@@ -186,7 +188,7 @@ def _read_log(log_path: Path) -> Tuple[_Batches, LogTail]:
     error = None if scan.error is None else str(scan.error.message if isinstance(scan.error, KafkalogError)
                                                  else scan.error)
     tail = LogTail(size=scan.file_size, valid_bytes=scan.valid_bytes, error=error,
-                   kafka_keeps_tail=isinstance(scan.error, UnknownMagicError))
+                   kafka_keeps_tail=kafka_end > scan.valid_bytes, recovery_valid_bytes=kafka_end)
     return batches, tail
 
 

@@ -16,23 +16,27 @@ Rules and choices (spec §3.3, §4.2, §5.2-§5.4):
   the folder fsynced. ``identical`` files are not touched, so a second run changes nothing and reports
   every file ``identical``. A ``.txnindex`` whose rebuild is empty is truncated to 0 bytes (as recovery
   does) and never created.
-* **Corrupt tail** (``truncate_tail``): the ``.log`` is cut at the end of its last valid batch (where
-  recovery truncates, §5.2). The cut bytes are first saved, atomically, beside it as
-  ``corrupt-tail-<20-digit base offset>-at-<position>.bin``. A broker never reads or deletes that file:
+* **Corrupt tail** (``truncate_tail``): the ``.log`` is cut where recovery truncates it (§5.2,
+  ``file_records.recovery_valid_bytes``: Kafka judges a batch by its size and CRC only, so a CRC-valid
+  batch with magic > 2 or a negative record count is kept, and a magic > 2 batch with a bad CRC is
+  not). The cut bytes are first saved, atomically, beside it as
+  ``corrupt-tail-<20-digit base offset>-at-<position>.bin`` (``-<n>`` added when an earlier cut at the
+  same place saved other bytes: a side file is never overwritten). A broker never reads or deletes that file:
   it is not a segment, index, snapshot, ``.deleted``/``.cleaned``/``.swap`` or ``.tmp`` name, and
   because it does not start with digits, the startup pass that deletes files whose leading offset lies
   in an interrupted swap's range skips it (``offsetFromFile`` fails and the file is ignored, §3.3) — a
   ``<base>.log.<suffix>`` name would be deleted there. ``kafkalog dump --files`` reads ``.bin`` files as
   raw record sets. Unlike a broker, later segments are kept (a broker recovering a truncated segment
-  deletes every later one); the row says how many there are. A tail our walk cannot read only because a
-  batch has magic > 2 is not cut: Kafka treats such a batch as v2 and keeps it.
+  deletes every later one); the row says how many there are. While a ``.log`` keeps a corrupt tail,
+  its indexes are not rebuilt: an index of the valid prefix would hide the batches after it from a
+  broker that starts without recovery.
 """
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import pyarrow as pa
 
@@ -44,7 +48,7 @@ from .index.time_index import write_time_index
 from .index.transaction_index import write_transaction_index
 from .index_verification import (CORRUPT, IDENTICAL, MISSING, OFFSET_INDEX, TIME_INDEX, TXN_INDEX,
                                  DEFAULT_SEGMENT_INDEX_BYTES, SegmentVerification, verify_segment)
-from .format.file_records import scan_batches
+from .format.file_records import MappedFile, recovery_valid_bytes
 from .logdir import PartitionDir, scan_partition_dir
 from .producer_snapshot import read_producer_snapshot
 
@@ -95,31 +99,48 @@ def corrupt_tail_file_name(base_offset: int, position: int) -> str:
     return f"{CORRUPT_TAIL_PREFIX}{base_offset:020d}-at-{position}.bin"
 
 
-def truncate_corrupt_tail(log_path: os.PathLike | str) -> Optional[TailCut]:
-    """Cut the ``.log`` after its last valid batch, as Kafka's recovery does, after saving the cut
-    bytes in ``corrupt-tail-<base>-at-<position>.bin`` beside it (see the module docstring). Returns
-    None when the whole file is valid, or when the walk stopped only at a magic > 2 batch (Kafka
-    keeps it). Safe to repeat after a crash: the side file is rewritten with the same bytes."""
-    from .errors import UnknownMagicError
+def _free_side_file(directory: Path, base: int, position: int, data: bytes) -> Tuple[Path, bool]:
+    """The side file for a tail cut at ``position``: the plain name, or ``…-at-<pos>-<n>.bin`` when a
+    file of that name already holds other bytes (an earlier cut at the same place: never replaced).
+    Returns (path, already_saved) — already saved when a file holds exactly these bytes."""
+    name = corrupt_tail_file_name(base, position)
+    path, n = directory / name, 1
+    while path.exists():
+        if path.read_bytes() == data:
+            return path, True
+        n += 1
+        path = directory / f"{name[:-len('.bin')]}-{n}.bin"
+    return path, False
 
+
+def truncate_corrupt_tail(log_path: os.PathLike | str) -> Optional[TailCut]:
+    """Cut the ``.log`` where Kafka's recovery truncates it (``file_records.recovery_valid_bytes``),
+    after saving the cut bytes beside it as ``corrupt-tail-<base>-at-<position>[-<n>].bin`` (see the
+    module docstring; an earlier side file is never overwritten). Returns None when Kafka's recovery
+    would keep the whole file. Safe to repeat after a crash between the save and the cut."""
     log_path = Path(log_path)
-    scan = scan_batches(log_path, verify_crc=True, on_corrupt="stop")
-    if scan.valid_bytes >= scan.file_size or isinstance(scan.error, UnknownMagicError):
-        return None
+    with MappedFile(log_path) as f:
+        position, error = recovery_valid_bytes(f.array, path=log_path)
+        size = len(f.array)
+        if position >= size:
+            return None
+        tail = bytes(f.array[position:])
     base = int(log_path.name.split(".", 1)[0])
-    position = scan.valid_bytes
-    with open(log_path, "rb") as f:
-        f.seek(position)
-        tail = f.read()
-    side = log_path.with_name(corrupt_tail_file_name(base, position))
-    atomic_write(side, tail)
+    side, saved = _free_side_file(log_path.parent, base, position, tail)
+    if not saved:
+        atomic_write(side, tail)
     with open(log_path, "r+b") as f:
         f.truncate(position)
         f.flush()
         os.fsync(f.fileno())
     fsync_dir(log_path.parent)
-    error = None if scan.error is None else getattr(scan.error, "message", str(scan.error))
-    return TailCut(log_path, position, len(tail), side, error)
+    message = None if error is None else getattr(error, "message", str(error))
+    return TailCut(log_path, position, len(tail), side, message)
+
+
+TAIL_NOT_CUT = ("not rebuilt: the .log has a corrupt tail that was not cut, and an index rebuilt from the valid "
+                "prefix would hide the batches after it from a broker that starts without recovery; cut the tail "
+                "first (--truncate-corrupt-tail, as recovery does)")
 
 
 def rebuild_indexes(v: SegmentVerification) -> Dict[str, str]:
@@ -128,6 +149,9 @@ def rebuild_indexes(v: SegmentVerification) -> Dict[str, str]:
     for verdict in v.verdicts:
         if verdict.status == IDENTICAL:
             actions[verdict.kind] = NONE
+            continue
+        if v.log.corrupt:
+            actions[verdict.kind] = NOT_REBUILT
             continue
         if verdict.kind == TXN_INDEX:
             index = v.txn_index
@@ -229,7 +253,8 @@ def reindex_partition(
                 reason = (f"corrupt tail: {v.log.size - v.log.valid_bytes} bytes from position {v.log.valid_bytes} "
                           f"are not valid batches ({v.log.error})")
                 if v.log.kafka_keeps_tail:
-                    reason += "; Kafka treats a magic > 2 batch as v2 and keeps it"
+                    reason += ("; Kafka's recovery judges that batch by its CRC only and keeps it (it would cut at "
+                               f"{v.log.recovery_valid_bytes} of {v.log.size})")
                 action, size = NONE, v.log.size
                 detail = ("not cut: Kafka keeps this batch" if v.log.kafka_keeps_tail else
                           "not cut (--truncate-corrupt-tail cuts it, as recovery would)") if not verify_only else None
@@ -245,7 +270,7 @@ def reindex_partition(
                 index = {OFFSET_INDEX: v.offset_index, TIME_INDEX: v.time_index, TXN_INDEX: v.txn_index}[verdict.kind]
                 detail = f"{len(index)} entries written (Kafka's recovery rebuild)"
             elif action == NOT_REBUILT:
-                detail = v.rebuild_error
+                detail = TAIL_NOT_CUT if v.log.corrupt else v.rebuild_error
             out.rows.append(dict(
                 seg_common, file=verdict.path.name, kind=verdict.kind, **{"class": verdict.status},
                 reason=verdict.reason, entries=verdict.entries, expected_entries=verdict.expected_entries,

@@ -401,3 +401,77 @@ def test_pinterest_rebuild_makes_every_index_identical(real_fixtures, tmp_path):
         assert read_time_index(log.with_suffix(".timeindex")).timestamps[-1] == original.timestamps[-1]
         assert np.array_equal(read_time_index(log.with_suffix(".timeindex")).timestamps, original.timestamps) or \
             "test_topic_a-1" in str(log)
+
+
+# --- found in review: the tail a broker's recovery keeps or cuts -----------------------------------
+
+def _batch_positions(log: Path):
+    b = scan_batches(log).batches
+    return [int(p) for p in b["position"].to_pylist()], [int(s) for s in b["size"].to_pylist()]
+
+
+def test_a_second_cut_at_the_same_place_never_overwrites_the_first_side_file(tmp_path):
+    folder = partition(tmp_path, segments=1)
+    log = seg(folder, 0)
+    end = log.stat().st_size
+    with open(log, "ab") as f:
+        f.write(b"FIRST-TORN-TAIL" * 3)
+    first = truncate_corrupt_tail(log)
+    with open(log, "ab") as f:
+        f.write(b"SECOND" * 3)                   # the broker appended again from the cut, then tore again
+    second = truncate_corrupt_tail(log)
+    assert first.position == second.position == end and first.side_file != second.side_file
+    assert first.side_file.read_bytes() == b"FIRST-TORN-TAIL" * 3
+    assert second.side_file.read_bytes() == b"SECOND" * 3
+    with open(log, "ab") as f:
+        f.write(b"SECOND" * 3)                   # the same bytes again: the existing side file is reused
+    assert truncate_corrupt_tail(log).side_file == second.side_file
+
+
+def test_indexes_are_not_rebuilt_while_a_corrupt_tail_stays(tmp_path):
+    folder = partition(tmp_path, segments=1)
+    log = seg(folder, 0)
+    positions, _sizes = _batch_positions(log)
+    data = bytearray(log.read_bytes())
+    data[positions[len(positions) // 2] + 70] ^= 0xFF          # a bad CRC in the middle; CRC-valid batches after it
+    log.write_bytes(bytes(data))
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    out = reindex_partition(folder, verify_only=False, include_active=True)
+    rows = {r["kind"]: r for r in out.rows}
+    assert rows["log"]["class"] == CORRUPT and rows["log"]["action"] == "none"
+    assert all(r["action"] in ("none", "not rebuilt") for r in out.rows)
+    assert any(r["action"] == "not rebuilt" and "cut the tail first" in (r["action_detail"] or "") for r in out.rows)
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+
+
+def _rewrite_batch(data: bytearray, position: int, *, magic=None, count=None, flip=False, fix_crc=True) -> None:
+    if flip:
+        data[position + 70] ^= 0xFF              # inside the CRC-32C's range (the magic byte is not)
+    if magic is not None:
+        data[position + rb.MAGIC_OFFSET] = magic & 0xFF
+    if count is not None:
+        struct.pack_into(">i", data, position + 57, count)
+    if fix_crc:
+        size = struct.unpack_from(">i", data, position + 8)[0] + 12
+        struct.pack_into(">I", data, position + rb.CRC_OFFSET, rb.compute_crc(bytes(data[position:position + size])))
+
+
+@pytest.mark.parametrize("change, kafka_keeps", [
+    (dict(magic=3), True),                  # a CRC-valid batch with magic > 2: Kafka takes it as v2 and keeps it
+    (dict(magic=3, flip=True, fix_crc=False), False),  # ... with a bad CRC: recovery truncates there
+    (dict(count=-1), True),                 # a negative record count under a valid CRC: Kafka never looks
+    (dict(magic=-126), False),              # a negative magic is read as legacy and fails its CRC-32
+])
+def test_the_tail_is_cut_exactly_where_kafkas_recovery_cuts(tmp_path, change, kafka_keeps):
+    folder = partition(tmp_path, segments=1)
+    log = seg(folder, 0)
+    positions, _sizes = _batch_positions(log)
+    at = positions[len(positions) // 2]
+    data = bytearray(log.read_bytes())
+    _rewrite_batch(data, at, **change)
+    log.write_bytes(bytes(data))
+    cut = truncate_corrupt_tail(log)
+    if kafka_keeps:
+        assert cut is None and log.stat().st_size == len(data)
+    else:
+        assert cut.position == at and cut.side_file.read_bytes() == bytes(data[at:])

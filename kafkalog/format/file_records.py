@@ -308,6 +308,42 @@ def scan_buffer(buf, *, path=None, start: int = 0, end: Optional[int] = None, ve
                       valid_bytes=valid_bytes, file_size=file_end, error=error, headers=h)
 
 
+def recovery_valid_bytes(buf, *, path=None) -> tuple[int, Optional[KafkalogError]]:
+    """Where Kafka's recovery (``LogSegment.recover`` over ``FileLogInputStream``) would truncate
+    ``buf``, and our first complaint before that point (None when the whole buffer is valid).
+
+    Our walk is stricter than Kafka's in two places: a magic byte above 2 and a negative record count
+    stop it. Kafka reads the magic byte signed, takes >= 2 as v2 and keeps such a batch when its
+    size is at least the v2 overhead and its CRC-32C matches; below 2 (negative included) as legacy,
+    kept when its CRC-32 matches. So where our walk stops, the batch is judged Kafka's way and, if
+    kept, the walk goes on after it."""
+    pos = 0
+    first_error = None
+    n = len(buf)
+    while True:
+        scan = scan_buffer(buf, path=path, start=pos, verify_crc=True, on_corrupt="stop")
+        pos = scan.valid_bytes
+        if scan.error is None:
+            return pos, first_error
+        first_error = first_error or scan.error
+        if pos + legacy.LOG_OVERHEAD > n:
+            return pos, first_error
+        size = struct.unpack_from(">i", buf, pos + 8)[0]
+        end = pos + legacy.LOG_OVERHEAD + size
+        if size < MIN_ENTRY_SIZE or end > n:
+            return pos, first_error
+        magic = struct.unpack_from(">b", buf, pos + rb.MAGIC_OFFSET)[0]
+        if magic >= 2:
+            ok = size + legacy.LOG_OVERHEAD >= rb.RECORD_BATCH_OVERHEAD and \
+                rb.compute_crc(buf[pos:end]) == struct.unpack_from(">I", buf, pos + rb.CRC_OFFSET)[0]
+        else:
+            ok = (zlib.crc32(bytes(buf[pos + legacy.LOG_OVERHEAD + 4:end])) & 0xFFFFFFFF) == \
+                struct.unpack_from(">I", buf, pos + legacy.LOG_OVERHEAD)[0]
+        if not ok:
+            return pos, first_error
+        pos = end
+
+
 class MappedFile:
     """A read-only view of a file's bytes: mmap for non-empty files, so a 1 GB segment is paged, not read."""
 
