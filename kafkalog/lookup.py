@@ -36,8 +36,9 @@ Kafka's rules, one partition, segments oldest -> newest (``UnifiedLog.fetchOffse
   timestamp >= T and offset >= LSO is the answer (its own timestamp; epoch = the batch's
   partitionLeaderEpoch if >= 0). Nothing found -> not found (``NOT_IN_SEGMENT``): later segments
   are NOT tried, as in Kafka.
-* offset -> position (``translate_offset``): offsets < LSO or > the upper bound raise
-  :class:`OffsetOutOfRangeError`; at the upper bound there is nothing to read (None). Else the
+* offset -> position (``translate_offset``): offsets < LSO or > the LEO raise
+  :class:`OffsetOutOfRangeError` (``LocalLog.read``); from the isolation's upper bound (the LEO, or the
+  HW) up to the LEO there is nothing to read (None). Else the
   floor segment by base offset, offsetIndex.lookup(offset), then the first batch whose
   lastOffset >= offset; none in that segment -> the next segment. Reads start at a batch boundary
   (records below the offset in that batch are skipped by ``read_records``, as a consumer does).
@@ -627,11 +628,13 @@ class PartitionLog:
         or past the end."""
         offset = int(offset)
         end = self.upper_bound(isolation)
-        if offset < self.log_start_offset or offset > end:
+        # LocalLog.read: out of range only below the log start or past the log END; from the high
+        # watermark up to the log end a client's fetch is just empty.
+        if offset < self.log_start_offset or offset > self.log_end_offset:
             raise OffsetOutOfRangeError(
                 f"offset {offset} is out of range for {self.topic}-{self.partition}: the log holds "
-                f"[{self.log_start_offset}, {end}) ({isolation})", path=self.path)
-        if offset == end:
+                f"[{self.log_start_offset}, {self.log_end_offset})", path=self.path)
+        if offset >= end:
             return None
         first = max(floor_segment(self.base_offsets, offset), 0)
         for k in range(first, len(self._segments)):

@@ -367,8 +367,12 @@ def test_past_the_end_and_latest_choices(tmp_path):
             log.lookup(-9)
         with pytest.raises(ValueError, match="isolation"):
             log.lookup(0, isolation="read_committed")
+        # LocalLog.read: between the HW and the log end a client's fetch is empty, not out of range
+        assert log.translate_offset(4, isolation="high_watermark") is None
+        assert log.translate_offset(6, isolation="high_watermark") is None
+        assert log.translate_offset(4).offset == 4
         with pytest.raises(OffsetOutOfRangeError):
-            log.translate_offset(4, isolation="high_watermark")
+            log.translate_offset(7, isolation="high_watermark")
     assert [r.offset for r in lookup_offsets(d, [EARLIEST_TIMESTAMP, 0, TS0 + 30])] == [0, 0, 2]
 
 
