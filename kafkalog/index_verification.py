@@ -130,6 +130,7 @@ class SegmentVerification:
     rebuild_error: Optional[str] = None
     open_txns_after: Dict[int, int] = field(default_factory=dict)
     txn_state_known_after: bool = True
+    txn_state_known: bool = True     # the producer state at the segment's start was complete
 
     def verdict(self, kind: str) -> Optional[IndexVerdict]:
         return next((v for v in self.verdicts if v.kind == kind), None)
@@ -248,7 +249,7 @@ def verify_segment(
     return SegmentVerification(log_path=log_path, base_offset=base, is_active=is_active, log=tail,
                                verdicts=verdicts, offset_index=offset_index, time_index=time_index,
                                txn_index=txn_index, rebuild_error=rebuild_error, open_txns_after=open_after,
-                               txn_state_known_after=known_after)
+                               txn_state_known_after=known_after, txn_state_known=txn_state_known)
 
 
 def _read_slots(path: Path, dtype: np.dtype, entry_size: int, kind: str):

@@ -46,7 +46,7 @@ from .index.builder import DEFAULT_INDEX_INTERVAL_BYTES
 from .index.offset_index import write_offset_index
 from .index.time_index import write_time_index
 from .index.transaction_index import write_transaction_index
-from .index_verification import (CORRUPT, IDENTICAL, MISSING, OFFSET_INDEX, TIME_INDEX, TXN_INDEX,
+from .index_verification import (CORRUPT, IDENTICAL, MISSING, OFFSET_INDEX, TIME_INDEX, TXN_INDEX, VALID,
                                  DEFAULT_SEGMENT_INDEX_BYTES, SegmentVerification, verify_segment)
 from .format.file_records import MappedFile, recovery_valid_bytes
 from .logdir import PartitionDir, scan_partition_dir
@@ -154,6 +154,11 @@ def rebuild_indexes(v: SegmentVerification) -> Dict[str, str]:
             actions[verdict.kind] = NOT_REBUILT
             continue
         if verdict.kind == TXN_INDEX:
+            if verdict.status == VALID and not v.txn_state_known:
+                # entries consistent with the log, but the producer state at the segment's start is
+                # not known (no snapshot, earlier segments gone): a rebuild could only be worse
+                actions[verdict.kind] = NOT_REBUILT
+                continue
             index = v.txn_index
             writer = write_transaction_index
         elif v.rebuild_error is not None:
@@ -270,7 +275,9 @@ def reindex_partition(
                 index = {OFFSET_INDEX: v.offset_index, TIME_INDEX: v.time_index, TXN_INDEX: v.txn_index}[verdict.kind]
                 detail = f"{len(index)} entries written (Kafka's recovery rebuild)"
             elif action == NOT_REBUILT:
-                detail = TAIL_NOT_CUT if v.log.corrupt else v.rebuild_error
+                detail = TAIL_NOT_CUT if v.log.corrupt else v.rebuild_error or (
+                    "kept: valid, and the producer state at this segment's start is unknown, so a rebuild "
+                    "could only be less exact" if verdict.kind == TXN_INDEX else None)
             out.rows.append(dict(
                 seg_common, file=verdict.path.name, kind=verdict.kind, **{"class": verdict.status},
                 reason=verdict.reason, entries=verdict.entries, expected_entries=verdict.expected_entries,

@@ -475,3 +475,15 @@ def test_the_tail_is_cut_exactly_where_kafkas_recovery_cuts(tmp_path, change, ka
         assert cut is None and log.stat().st_size == len(data)
     else:
         assert cut.position == at and cut.side_file.read_bytes() == bytes(data[at:])
+
+
+def test_a_valid_txnindex_is_kept_when_the_producer_state_is_unknown(tmp_path):
+    """Found in review: a rebuild from partial producer state could only be less exact."""
+    log = write_log(tmp_path / "d" / "tx-0", 2, [_data(2, 7, True), _marker(3, 7, cr.ABORT), _data(4)])
+    entry = AbortedTxn(7, 0, 3, 0)               # began before this segment (offset 0): only the broker knew
+    write_transaction_index(log.with_suffix(".txnindex"), TransactionIndex(2, [entry]))
+    before = log.with_suffix(".txnindex").read_bytes()
+    assert verify_segment(log, open_txns={}, txn_state_known=False).verdict("txnindex").status == VALID
+    rows = {r["kind"]: r for r in reindex_partition(log.parent, include_active=True, verify_only=False).rows}
+    assert rows["txnindex"]["action"] == "not rebuilt" and "unknown" in rows["txnindex"]["action_detail"]
+    assert log.with_suffix(".txnindex").read_bytes() == before
