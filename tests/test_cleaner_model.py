@@ -171,10 +171,14 @@ def aborted_txns(batches: List[B]) -> List[Aborted]:
 
 
 def reference_round(segments: List[List[B]], *, first_dirty: int, now: int, delete_retention_ms: int,
-                    active_last_data: Dict[int, int]) -> Tuple[List[List[B]], int]:
+                    active_last_data: Dict[int, int], active_no_data: Optional[Dict[int, int]] = None
+                    ) -> Tuple[List[List[B]], int]:
     """(segments after one round, new checkpoint). All recopied segments form one group (tests use
     a large segment.bytes); the upper bound is the active segment's base unless a transaction is
-    open; ``active_last_data`` maps each active producer to its last data offset."""
+    open; ``active_last_data`` maps each active producer to its last data offset, ``active_no_data``
+    each active producer WITHOUT a data offset to its epoch (its control batches of that epoch are
+    kept: ``isBatchLastRecordOfProducer``)."""
+    active_no_data = active_no_data or {}
     batches = flatten(segments)
     bases = [s[0].base for s in segments if s]
     open_first = {}
@@ -219,11 +223,13 @@ def reference_round(segments: List[List[B]], *, first_dirty: int, now: int, dele
                 can_discard = not any(x.txn and not x.control and x.pid == b.pid and prev < x.base < b.base
                                       for x in recopied)
             else:
-                can_discard = False
+                can_discard = not b.records         # other types: never; an empty control batch: always
             discard = can_discard and b.horizon is not None and b.horizon <= now
         else:
             can_discard = discard = is_aborted(b)
-        retain_empty = (b.pid >= 0 and active_last_data.get(b.pid) == b.last and not b.control) or b.last + 1 == upper
+        retain_empty = ((b.pid >= 0 and active_last_data.get(b.pid) == b.last and not b.control)
+                        or (b.control and b.pid >= 0 and active_no_data.get(b.pid, -2) == b.epoch)
+                        or b.last + 1 == upper)
         if discard and not retain_empty:
             continue
         kept = []

@@ -5,9 +5,11 @@ Round, with ``now_ms`` explicit for every time-based rule:
 
 1. plan   — segments, log start offset (``log-start-offset-checkpoint``, else first base), high
             watermark (``replication-offset-checkpoint``, default 0, clamped to [logStart, LEO]),
-            cleaner checkpoint, producer state replayed from the batch headers (seeded from the
-            newest ``.snapshot`` at or before the first segment) → first unstable offset and the
-            active producers, then ``cleanable_offsets`` (§7.1-7.2).
+            cleaner checkpoint, producer state loaded as a broker loads it (the newest
+            ``.snapshot`` in (log start, log end], expired producers dropped, then the batch
+            headers from its offset replayed; empty control batches change nothing) → first
+            unstable offset (clamped to the log start) and the active producers, then
+            ``cleanable_offsets`` (§7.1-7.2).
 2. map    — ``build_offset_map`` over [firstDirty, upperBound) (§7.4), or a map passed in.
 3. recopy — every segment with base < map.end_offset, from the start of the log, grouped by
             ``group_segments_by_size``; per group a fresh transaction tracker; per source segment
@@ -126,18 +128,33 @@ def _log_dir_offsets(log_dir: Path, name: str) -> Dict[Tuple[str, int], int]:
     return read_offset_checkpoint(log_dir / name)
 
 
-def _seed_producer_state(partition_dir: Path, first_base: int) -> Dict[int, ps.ProducerEntry]:
-    best = None
+def _seed_producer_state(partition_dir: Path, segment_bases: Sequence[int], log_start_offset: int,
+                         log_end_offset: int, now_ms: int, expiration_ms: int
+                         ) -> Tuple[Dict[int, ps.ProducerEntry], int]:
+    """(seeded state, offset to replay from), as a broker loads producer state
+    (``UnifiedLog.rebuildProducerState``): ``removeStraySnapshots`` keeps the snapshots at segment
+    base offsets plus the newest other one if it is past the last segment's base;
+    ``truncateAndReload`` drops those at or below the log start offset or past the log end;
+    ``loadFromSnapshot`` loads the newest left (a corrupt one is skipped — Kafka deletes it — and the next older tried),
+    without its expired producers. No snapshot: empty state, replay from the log start offset."""
+    snapshots: Dict[int, Path] = {}
     for p in partition_dir.glob("*.snapshot"):
         try:
-            off = parse_segment_file_name(p.name).base_offset
+            snapshots[parse_segment_file_name(p.name).base_offset] = p
         except KafkalogError:
             continue
-        if off <= first_base and (best is None or off > best[0]):
-            best = (off, p)
-    if best is None:
-        return {}
-    return ps.seed_from_snapshot(read_producer_snapshot(best[1]).entries)
+    bases = set(segment_bases)
+    candidates = {o for o in snapshots if o in bases}
+    strays = [o for o in snapshots if o not in bases]
+    if strays and max(strays) > max(bases):
+        candidates.add(max(strays))
+    for off in sorted((o for o in candidates if log_start_offset < o <= log_end_offset), reverse=True):
+        try:
+            entries = read_producer_snapshot(snapshots[off]).entries
+        except KafkalogError:
+            continue
+        return ps.seed_from_snapshot(entries, now_ms, expiration_ms), off
+    return {}, log_start_offset
 
 
 def plan_partition(partition_dir, *, config: LogConfig, now_ms: int, broker: BrokerConfig = BrokerConfig(),
@@ -167,12 +184,15 @@ def plan_partition(partition_dir, *, config: LogConfig, now_ms: int, broker: Bro
     high_watermark = min(max(high_watermark, log_start_offset), leo)
     if checkpoint_offset == -1:
         checkpoint_offset = _log_dir_offsets(log_dir, CLEANER_OFFSET_CHECKPOINT).get(tp)
-    state = _seed_producer_state(path, first_base)
-    for s in segments:
-        ps.replay(state, s.scan().batches.to_pydict())
     expiration = int(broker.setting("producer.id.expiration.ms"))
+    state, replay_from = _seed_producer_state(path, [s.base_offset for s in segments], log_start_offset, leo,
+                                              now_ms, expiration)
+    for s in segments:
+        ps.replay(state, s.scan().batches.to_pydict(), from_offset=replay_from)
     active = ps.active_producers(state, now_ms, expiration)
     fuo = ps.first_unstable_offset(state)
+    if fuo is not None:         # UnifiedLog.maybeIncrementFirstUnstableOffset: never below the log start
+        fuo = max(fuo, log_start_offset)
     offsets = cleanable_offsets(segments=[s.stats for s in segments], log_start_offset=log_start_offset,
                                 log_end_offset=leo, checkpoint_offset=checkpoint_offset,
                                 high_watermark=high_watermark, first_unstable_offset=fuo, now_ms=now_ms,
