@@ -61,8 +61,8 @@ from ..producer_snapshot import read_producer_snapshot
 from . import producer_state as ps
 from .cleanable import CleanableOffsets, cleanable_offsets
 from . import fast_filter
-from .local_log import (LogSegment, collect_aborted_transactions, load_segments, pending_swap_files, read_batches,
-                        read_windows, start_position)
+from .local_log import (LogSegment, batches_of, collect_aborted_transactions, load_segments, pending_swap_files,
+                        read_batches, read_windows, start_position)
 from .offset_map import ExactOffsetMap, OffsetMap, build_offset_map, map_entries
 from .record_filter import (BatchRetention, FilterCounts, FilteredBatch, RecordReason, filter_batch,
                             is_batch_last_record_of_producer)
@@ -206,14 +206,12 @@ def _max_batch_bytes(config: LogConfig) -> int:
 
 
 def _dirty_batches(plan: PartitionPlan):
-    first = True
-    for s in plan.dirty_segments():
-        pos = start_position(s, plan.first_dirty_offset) if first else 0
-        first = False
-        yield from read_batches(s, max_batch_bytes=_max_batch_bytes(plan.config), from_position=pos)
+    """The dirty range batch by batch (the reference engine's view of ``_dirty_windows``)."""
+    return batches_of(_dirty_windows(plan))
 
 
 def _dirty_windows(plan: PartitionPlan):
+    """The map pass's walk: the dirty segments, the first from ``offsetIndex.lookup(firstDirty)``."""
     first = True
     for s in plan.dirty_segments():
         pos = start_position(s, plan.first_dirty_offset) if first else 0

@@ -15,7 +15,7 @@ import os
 import numpy as np
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, List, Optional, Sequence
+from typing import Iterable, Iterator, List, Optional, Sequence
 
 from ..errors import KafkalogError
 from ..format import control_record as cr
@@ -197,7 +197,13 @@ def read_batches(segment: LogSegment, *, max_batch_bytes: int, from_position: in
     """Decode the segment's batches in file order, starting at the first batch at or after
     ``from_position``, one ``SourceBatch`` (with a ``RecordRow`` per record) at a time: the reference
     engine's view of :func:`read_windows`. Raises ``LegacyFormatError`` at a v0/v1 message."""
-    for win in read_windows(segment, max_batch_bytes=max_batch_bytes, from_position=from_position, engine=engine):
+    return batches_of(read_windows(segment, max_batch_bytes=max_batch_bytes, from_position=from_position,
+                                   engine=engine))
+
+
+def batches_of(windows: Iterable["SourceWindow"]) -> Iterator[SourceBatch]:
+    """The windows' batches one at a time, each with its ``RecordRow``s (built once per window)."""
+    for win in windows:
         rows = _record_rows(win.table)
         for b in range(len(win.headers)):
             first, end = int(win.record_start[b]), int(win.record_start[b + 1])
@@ -238,9 +244,6 @@ class SourceWindow:
         """Batch ``b``'s records as ``read_batches`` gives them."""
         first, end = int(self.record_start[b]), int(self.record_start[b + 1])
         return _record_rows(self.table.slice(first, end - first))
-
-    def source_batch(self, b: int) -> SourceBatch:
-        return SourceBatch(self.headers[b], self.positions[b], self.raw(b), self.rows(b))
 
 
 def _valid(array) -> np.ndarray:
@@ -297,4 +300,4 @@ def read_windows(segment: LogSegment, *, max_batch_bytes: int, from_position: in
 
 
 __all__ = ["LogSegment", "SourceBatch", "LegacyFormatError", "load_segments", "load_segment",
-           "collect_aborted_transactions", "pending_swap_files", "read_batches", "read_windows", "SourceWindow", "start_position"]
+           "batches_of", "collect_aborted_transactions", "pending_swap_files", "read_batches", "read_windows", "SourceWindow", "start_position"]
