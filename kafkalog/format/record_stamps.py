@@ -31,6 +31,17 @@ from .records_accel import _varint, _varlong
 _CACHE = os.path.isfile(__file__)
 
 
+@njit(cache=_CACHE, inline="always")
+def _skip_nullable(src, q, rend):
+    """Past a varint length and that many bytes (a negative length is null); -1 when malformed."""
+    if q < 0:
+        return q
+    n, q = _varint(src, q, rend)
+    if q < 0 or (n > 0 and q + n > rend):
+        return -1
+    return q + n if n > 0 else q
+
+
 @njit(cache=_CACHE, nogil=True)
 def stamps_kernel(src, start, end, count, base_offset, base_ts, out_offsets, out_ts):
     """Walk ``count`` records in src[start:end]; 0 when well formed, 1 otherwise."""
@@ -49,14 +60,9 @@ def stamps_kernel(src, start, end, count, base_offset, base_ts, out_offsets, out
         od, q = _varint(src, q, rend)
         if q < 0:
             return 1
-        for _field in range(2):                      # key, value
-            n, q = _varint(src, q, rend)
-            if q < 0:
-                return 1
-            if n > 0:
-                if q + n > rend:
-                    return 1
-                q += n
+        q = _skip_nullable(src, _skip_nullable(src, q, rend), rend)     # key, value
+        if q < 0:
+            return 1
         nh, q = _varint(src, q, rend)
         if q < 0 or nh < 0 or nh > rend - q:
             return 1
@@ -64,14 +70,9 @@ def stamps_kernel(src, start, end, count, base_offset, base_ts, out_offsets, out
             n, q = _varint(src, q, rend)
             if q < 0 or n < 0 or q + n > rend:
                 return 1
-            q += n
-            n, q = _varint(src, q, rend)
+            q = _skip_nullable(src, q + n, rend)       # header value
             if q < 0:
                 return 1
-            if n > 0:
-                if q + n > rend:
-                    return 1
-                q += n
         if q != rend:
             return 1
         out_offsets[i] = base_offset + od
