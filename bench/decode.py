@@ -697,11 +697,13 @@ class StageTimers:
         ("kafkalog.segment", "check_crcs", "CRC-32C (check_crcs, per batch)"),
         ("kafkalog.format.decoder", "decompress", "decompression (per batch)"),
         ("kafkalog.format.decoder", "decompress_into", "decompression (per batch)"),
+        ("kafkalog.format.decoder", "_decompress_window", "decompression (compression_accel window kernel)"),
         ("kafkalog.format.records_accel", "decode_v2_kernel", "record walk + key/value copy (numba decode_v2_kernel)"),
         ("kafkalog.format.decoder", "_binary", "Arrow assembly (_binary, _headers_accel, _batch_columns, _assemble)"),
         ("kafkalog.format.decoder", "_headers_accel", "Arrow assembly (_binary, _headers_accel, _batch_columns, _assemble)"),
         ("kafkalog.format.decoder", "_batch_columns", "Arrow assembly (_binary, _headers_accel, _batch_columns, _assemble)"),
         ("kafkalog.format.decoder", "_assemble", "Arrow assembly (_binary, _headers_accel, _batch_columns, _assemble)"),
+        ("kafkalog.format.decoder", "_batch_columns_accel", "Arrow assembly (_binary, _headers_accel, _batch_columns, _assemble)"),
     ]
 
     def __init__(self):

@@ -62,6 +62,28 @@ def _fit(data: np.ndarray, used: int) -> np.ndarray:
     return fitted
 
 
+def _carve(shapes) -> List[np.ndarray]:
+    """Arrays of the given (count, dtype) shapes carved from one pooled allocation, 64-byte aligned:
+    an allocation that is kept costs ~0.1 ms whatever its size, and a window needs ~20 columns."""
+    offsets = []
+    total = 0
+    for count, dtype in shapes:
+        offsets.append(total)
+        total += (count * np.dtype(dtype).itemsize + 63) & ~63
+    block = pa.allocate_buffer(max(total, 1))
+    return [np.frombuffer(block, dtype=dtype, count=count, offset=off) for (count, dtype), off in zip(shapes, offsets)]
+
+
+def _thread_scratch(n: int):
+    """This thread's per-record scratch (key/value validity, header counts and positions), reused."""
+    scratch = getattr(_LOCAL, "scratch", None)
+    if scratch is None or len(scratch[0]) < n:
+        size = max(n, 1 << 16)
+        scratch = _LOCAL.scratch = (np.empty(size, np.uint8), np.empty(size, np.uint8), np.empty(size, np.int32),
+                                    np.empty(size, np.int64))
+    return tuple(a[:n] for a in scratch)
+
+
 def _thread_buffer() -> OutputBuffer:
     """This thread's decompression buffer, reused window after window (the kernel copies out of it)."""
     out = getattr(_LOCAL, "out", None)
@@ -91,6 +113,14 @@ def _repeated_string(text: Optional[str], n: int) -> pa.Array:
     raw = text.encode("utf-8")
     offsets = np.arange(0, (n + 1) * len(raw), len(raw) or 1, dtype=np.int32)[:n + 1] if raw else np.zeros(n + 1, np.int32)
     return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(raw * n)])
+
+
+def _repeated_int32(value: Optional[int], n: int) -> pa.Array:
+    if value is None:
+        return pa.nulls(n, pa.int32())
+    column = _pool_empty(n, np.int32)
+    column[:] = value
+    return pa.array(column)
 
 
 def _batch_columns(h: HeaderArrays, counts: np.ndarray) -> dict:
@@ -123,11 +153,10 @@ def _assemble(n: int, pid: PartitionId, key: pa.Array, value: pa.Array, offsets:
         "key": key,
         "value": value,
         "topic": _repeated_string(pid.topic, n),
-        "partition": (pa.array(np.full(n, pid.partition, dtype=np.int32)) if pid.partition is not None
-                      else pa.nulls(n, pa.int32())),
+        "partition": _repeated_int32(pid.partition, n),
         "offset": pa.array(offsets),
         "timestamp": pa.Array.from_buffers(TIMESTAMP_TYPE, n, [ts_bitmap, pa.py_buffer(ts)], null_count=ts_nulls),
-        "timestampType": pa.array(ts_type.astype(np.int32)),
+        "timestampType": pa.array(ts_type.astype(np.int32, copy=False)),
         "headers": headers,
     }
     cols.update(batch_cols)
@@ -214,39 +243,8 @@ def decode_accel(buf: np.ndarray, h: HeaderArrays, pid: PartitionId, *, path=Non
     b_end = h.position + h.size.astype(np.int64)
     dbuf = _EMPTY
     out = _thread_buffer()
-    at = 0
-    total = 0
-    mv = memoryview(buf)
-    codecs_, starts, ends = codec.tolist(), b_start.tolist(), b_end.tolist()   # plain ints: a tight loop
-    empty = h.recordsCount.tolist()
-    for b in range(nb):
-        c = codecs_[b]
-        if empty[b] == 0:
-            # Kafka never reads the payload of a batch that declares no records (DefaultRecordBatch.iterator)
-            b_start[b] = b_end[b] = 0
-            continue
-        if c == 0:
-            if b > 0 and total + ends[b] - starts[b] > budget:
-                nb = b
-                break
-            total += ends[b] - starts[b]
-            continue
-        pos = int(h.position[b])
-        try:
-            ref.check_codec(c, 2)
-            end = decompress_into(c, mv[starts[b]:ends[b]], out, at, magic=2, max_bytes=max_batch_bytes)
-        except KafkalogError as e:
-            if b > 0:   # an error in an earlier batch comes first, in file order
-                decode_accel(buf, h.head(b), pid, path=path, verify_crc=verify_crc, max_batch_bytes=max_batch_bytes)
-            raise e.with_location(path=path, position=pos)
-        if b > 0 and total + end - at > budget:
-            nb = b
-            break
-        b_src[b] = 1
-        b_start[b] = at
-        b_end[b] = end
-        total += end - at
-        at = end
+    nb, at = _decompress_window(buf, h, codec, b_src, b_start, b_end, out, pid, path=path, verify_crc=verify_crc,
+                                max_batch_bytes=max_batch_bytes, budget=budget)
     if nb < len(h):
         h = h.head(nb)
         codec, b_src, b_start, b_end = codec[:nb], b_src[:nb], b_start[:nb], b_end[:nb]
@@ -270,14 +268,9 @@ def decode_accel(buf: np.ndarray, h: HeaderArrays, pid: PartitionId, *, path=Non
         raise InvalidRecordError(f"batch at offset {int(h.baseOffset[0])} holds {cap} bytes of records, more than "
                                  "one Arrow record batch can carry", path=path, position=int(h.position[0]),
                                  hint="split the segment with Kafka tools, or read it with a JVM reader")
-    out_offset = _pool_empty(n, np.int64)
-    out_ts = _pool_empty(n, np.int64)
-    key_off = _pool_empty(n + 1, np.int32)
-    val_off = _pool_empty(n + 1, np.int32)
-    key_valid = np.empty(n, np.uint8)
-    val_valid = np.empty(n, np.uint8)
-    hdr_count = np.empty(n, np.int32)
-    hdr_pos = np.empty(n, np.int64)
+    columns = _carve([(n, np.int64), (n, np.int64), (n + 1, np.int32), (n + 1, np.int32)] + _BATCH_COLUMN_SHAPES(n))
+    out_offset, out_ts, key_off, val_off = columns[:4]
+    key_valid, val_valid, hdr_count, hdr_pos = _thread_scratch(n)
     key_data = _pool_empty(cap, np.uint8)
     val_data = _pool_empty(cap, np.uint8)
     log_append = (h.attributes & rb.TIMESTAMP_TYPE_MASK) != 0
@@ -296,8 +289,109 @@ def decode_accel(buf: np.ndarray, h: HeaderArrays, pid: PartitionId, *, path=Non
     key = _binary(n, key_off, _fit(key_data, kd), key_valid)
     value = _binary(n, val_off, _fit(val_data, vd), val_valid)
     headers = _headers_accel(buf, dbuf, b_src, counts, hdr_count, hdr_pos, nh, cap, n)
-    ts_type = np.repeat(log_append.astype(np.int32), counts)
-    return _assemble(n, pid, key, value, out_offset, out_ts, ts_type, headers, _batch_columns(h, counts)), nb
+    ts_type, batch_cols = _batch_columns_accel(h, counts, log_append, n, columns[4:])
+    return _assemble(n, pid, key, value, out_offset, out_ts, ts_type, headers, batch_cols), nb
+
+
+def _flag_column(flags: np.ndarray, counts: np.ndarray, n: int, bits: np.ndarray) -> pa.Array:
+    """A bool column repeating a per-batch flag: a constant bitmap (in ``bits``) when every batch agrees."""
+    if len(flags) and flags.all() or not flags.any():
+        bits[:] = 0xFF if len(flags) and flags.all() else 0
+        return pa.Array.from_buffers(pa.bool_(), n, [None, pa.py_buffer(bits)])
+    return pa.array(np.repeat(flags, counts))
+
+
+def _BATCH_COLUMN_SHAPES(n: int) -> list:
+    """What _batch_columns_accel fills, in its order: 5 × int64, 3 × int32, int16, 2 × int8, 3 bitmaps."""
+    bits = (n + 7) // 8
+    return ([(n, np.int64)] * 5 + [(n, np.int32)] * 3 + [(n, np.int16), (n, np.int8), (n, np.int8)]
+            + [(bits, np.uint8)] * 3)
+
+
+def _batch_columns_accel(h: HeaderArrays, counts: np.ndarray, log_append: np.ndarray, n: int, columns: list):
+    """The accelerated twin of _batch_columns (plus timestampType): one kernel fills every column,
+    in ``columns`` (shaped by _BATCH_COLUMN_SHAPES)."""
+    from . import records_accel as acc
+
+    attrs = h.attributes.astype(np.int16)
+    i64 = columns[:4]
+    producer_id, base_sequence, leader_epoch, ts_type, producer_epoch, magic, codec = columns[4:11]
+    txn_bits, control_bits, horizon_bits = columns[11:14]
+    acc.batch_columns_kernel(counts, h.baseOffset, h.lastOffset, h.position, h.baseTimestamp, h.producerId,
+                             h.baseSequence, h.partitionLeaderEpoch, log_append.astype(np.int32), h.producerEpoch,
+                             h.magic, (attrs & rb.COMPRESSION_CODEC_MASK).astype(np.int8), *i64, producer_id,
+                             base_sequence, leader_epoch, ts_type, producer_epoch, magic, codec)
+    base_offset, last_offset, position, base_ts = i64
+    has_horizon = (attrs & rb.DELETE_HORIZON_FLAG_MASK) != 0      # every batch here is v2
+    if has_horizon.any():
+        horizon = pa.array(base_ts, mask=~np.repeat(has_horizon, counts), type=pa.int64())
+    else:
+        horizon_bits[:] = 0
+        horizon = pa.Array.from_buffers(pa.int64(), n, [pa.py_buffer(horizon_bits), pa.py_buffer(base_ts)],
+                                        null_count=n)
+    return ts_type, {
+        "lastOffset": pa.array(last_offset),
+        "batchPosition": pa.array(position),
+        "magic": pa.array(magic),
+        "codec": pa.array(codec),
+        "producerId": pa.array(producer_id),
+        "producerEpoch": pa.array(producer_epoch),
+        "baseSequence": pa.array(base_sequence),
+        "isTransactional": _flag_column((attrs & rb.TRANSACTIONAL_FLAG_MASK) != 0, counts, n, txn_bits),
+        "isControl": _flag_column((attrs & rb.CONTROL_FLAG_MASK) != 0, counts, n, control_bits),
+        "partitionLeaderEpoch": pa.array(leader_epoch),
+        "deleteHorizonMs": horizon,
+        "baseOffset": pa.array(base_offset),
+    }
+
+
+def _decompress_window(buf, h: HeaderArrays, codec, b_src, b_start, b_end, out: OutputBuffer, pid, *, path,
+                       verify_crc, max_batch_bytes, budget):
+    """Decompress the window's compressed batches into ``out`` (uncompressed ones stay in place) up to
+    ``budget`` bytes of records: one native call for runs of batches (compression_accel), the
+    reference codecs for a batch it hands back. Returns (batches consumed, bytes used in out)."""
+    from . import compression_accel as ca
+    from .native import ZSTD_CONTEXTS, native_functions
+
+    native = native_functions()
+    nb = len(h)
+    counts = h.recordsCount
+    dctx = ZSTD_CONTEXTS.acquire(native) if native.zstd_decompress_stream and (codec == ca.ZSTD).any() else 0
+    zstd_fns = np.array([native.zstd_decompress_stream, native.zstd_dctx_reset, native.zstd_is_error], np.uintp)
+    io = np.zeros(6, np.uint64)
+    mv = memoryview(buf)
+    at = total = b = 0
+    try:
+        while b < nb:
+            status, b, at, total, need = ca.decompress_window_kernel(
+                buf, codec, counts, b_start, b_end, b, budget, total, out.array, at, b_src, b_start, b_end,
+                max_batch_bytes, np.uintp(native.lz4_decompress_safe), zstd_fns, np.uintp(dctx), io)
+            if status == ca.WIN_DONE:
+                break
+            if status == ca.WIN_BUDGET:
+                return b, at
+            if status == ca.WIN_SPACE:
+                out.reserve(at + need, at)
+                continue
+            # WIN_FALLBACK: the reference codecs decompress this batch, or raise the error that names it
+            try:
+                ref.check_codec(int(codec[b]), 2)
+                end = decompress_into(int(codec[b]), mv[int(b_start[b]):int(b_end[b])], out, at, magic=2,
+                                      max_bytes=max_batch_bytes)
+            except KafkalogError as e:
+                if b > 0:   # an error in an earlier batch comes first, in file order
+                    decode_accel(buf, h.head(b), pid, path=path, verify_crc=verify_crc,
+                                 max_batch_bytes=max_batch_bytes)
+                raise e.with_location(path=path, position=int(h.position[b]))
+            if b > 0 and total + end - at > budget:
+                return b, at
+            b_src[b], b_start[b], b_end[b] = 1, at, end
+            total += end - at
+            at = end
+            b += 1
+    finally:
+        ZSTD_CONTEXTS.release(dctx)
+    return nb, at
 
 
 def _headers_accel(buf, dbuf, b_src, counts, hdr_count, hdr_pos, nh: int, cap: int, n: int) -> pa.Array:

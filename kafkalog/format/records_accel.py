@@ -14,6 +14,8 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from .native import crc32c_update
+
 # numba caches compiled kernels beside the source file (or in NUMBA_CACHE_DIR); a module imported
 # from a zip (spark-submit --py-files) has no source file and numba refuses to cache it: compile then.
 _CACHE = os.path.isfile(__file__)
@@ -130,6 +132,24 @@ def scan_kernel(buf, start, end, window, position, size, base_offset, last_offse
         magic[n] = mg
         n += 1
         pos += 12 + np.int64(sz)
+
+
+_V2_CRC_START = 21       # a v2 batch's CRC-32C covers [attributes, end)
+
+
+@njit(cache=_CACHE, nogil=True)
+def crc_kernel(buf, position, size, magic, crc, n, fn, valid):
+    """Check the stored CRC-32C of batches 0..n-1 with the C function at ``fn`` (native.crc32c_update);
+    valid[i] is set for each. Stops at the first batch that is not v2: returns how many it checked."""
+    base = buf.ctypes.data
+    for i in range(n):
+        if magic[i] != 2:
+            return i
+        p = position[i] + _V2_CRC_START
+        e = position[i] + size[i]
+        c = crc32c_update(fn, np.uint32(0xFFFFFFFF), np.uintp(base + p), np.uintp(e - p)) ^ np.uint32(0xFFFFFFFF)
+        valid[i] = c == crc[i]
+    return n
 
 
 @njit(cache=_CACHE, inline="always")
@@ -272,6 +292,28 @@ def decode_v2_kernel(buf, dbuf, b_src, b_start, b_end, b_count, b_base_offset, b
         if p != end:
             return REC_REMAINING, b, p, i, nh
     return REC_OK, -1, 0, i, nh
+
+
+@njit(cache=_CACHE, nogil=True)
+def batch_columns_kernel(counts, base_offset, last_offset, position, base_ts, producer_id, base_sequence, leader_epoch,
+                         ts_type, producer_epoch, magic, codec, o_base_offset, o_last_offset, o_position, o_base_ts,
+                         o_producer_id, o_base_sequence, o_leader_epoch, o_ts_type, o_producer_epoch, o_magic, o_codec):
+    """Repeat each batch's header fields onto its ``counts[b]`` records (one pass, no GIL)."""
+    i = 0
+    for b in range(counts.shape[0]):
+        j = i + counts[b]
+        o_base_offset[i:j] = base_offset[b]
+        o_last_offset[i:j] = last_offset[b]
+        o_position[i:j] = position[b]
+        o_base_ts[i:j] = base_ts[b]
+        o_producer_id[i:j] = producer_id[b]
+        o_base_sequence[i:j] = base_sequence[b]
+        o_leader_epoch[i:j] = leader_epoch[b]
+        o_ts_type[i:j] = ts_type[b]
+        o_producer_epoch[i:j] = producer_epoch[b]
+        o_magic[i:j] = magic[b]
+        o_codec[i:j] = codec[b]
+        i = j
 
 
 @njit(cache=_CACHE, nogil=True)

@@ -1,0 +1,349 @@
+"""The accelerated twin of ``compression``'s decompression: a whole window of v2 batch payloads
+decompressed in one numba call, without the GIL and without a Python call per batch.
+
+lz4 blocks and zstd frames go to the C libraries that the lz4 and zstandard packages already ship
+(called through function pointers); snappy blocks are decoded here in numba. Only the framings
+Kafka's producers write take this path: Kafka's own LZ4 frame header (FLG 0x60, BD 0x40), xerial or
+raw snappy, zstd frames. Anything else — another LZ4 frame descriptor, a concatenated xerial stream,
+and every error — hands the batch back to ``compression.decompress_into``, so edge cases and error
+messages stay the reference path's. ``KAFKALOG_NATIVE=0`` turns this path off (see native.py).
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from .compression import LZ4_MAGIC, XERIAL_HEADER_SIZE, XERIAL_MAGIC
+from .native import ZSTD_RESET_SESSION_ONLY, lz4_decompress_safe, zstd_dctx_reset, zstd_decompress_stream, zstd_is_error
+from .records_accel import copy_bytes
+
+_CACHE = os.path.isfile(__file__)
+
+# what decompress_window_kernel returns
+WIN_DONE = 0        # every batch handled
+WIN_BUDGET = 1      # batch b would take the window past its budget: the window ends before b
+WIN_FALLBACK = 2    # batch b needs the reference path (unusual framing, or an error to report)
+WIN_SPACE = 3       # batch b needs ``need`` more bytes of output buffer than are left
+
+NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
+
+# Kafka's LZ4 frame: magic, FLG 0x60 (version 1, independent blocks, no checksums, no content
+# size), BD 0x40 (64 KiB blocks), header checksum 0x82; then blocks (uint32 LE size, bit 31 set
+# when stored uncompressed) up to a zero end mark.
+KAFKA_LZ4_HEADER = np.frombuffer(LZ4_MAGIC + bytes([0x60, 0x40, 0x82]), dtype=np.uint8)
+LZ4_HEADER_SIZE = 7
+LZ4_BLOCK_MAX = 64 << 10
+LZ4_BLOCK_UNCOMPRESSED = 0x80000000
+
+XERIAL = np.frombuffer(XERIAL_MAGIC, dtype=np.uint8)
+_XERIAL_MAGIC_AS_LENGTH = int.from_bytes(XERIAL_MAGIC[:4], "big", signed=True)
+
+# snappy tags (low two bits of a tag byte)
+_SNAPPY_LITERAL, _SNAPPY_COPY1, _SNAPPY_COPY2, _SNAPPY_COPY4 = 0, 1, 2, 3
+
+
+def _fixed_copy(width):
+    @intrinsic
+    def copy(typingctx, dst, dst_offset, src, src_offset):
+        sig = types.void(dst, types.intp, src, types.intp)
+
+        def codegen(context, builder, signature, args):
+            d, d_off, s, s_off = args
+            dst_array = context.make_array(signature.args[0])(context, builder, d)
+            src_array = context.make_array(signature.args[2])(context, builder, s)
+            n = context.get_constant(types.intp, width)
+            cgutils.raw_memcpy(builder, builder.gep(dst_array.data, [d_off]), builder.gep(src_array.data, [s_off]),
+                               n, 1)
+            return context.get_dummy_value()
+
+        return sig, codegen
+    return copy
+
+
+# memcpy of a constant 8 bytes, and a 16-byte move: LLVM makes them single unaligned moves. The snappy
+# decoder copies short literals and matches with them ("wild copies" that may write up to 15 bytes
+# past the end of a copy, into buffer space that the next copy overwrites).
+_copy8 = _fixed_copy(8)
+
+
+@intrinsic
+def _copy16_at(typingctx, dst_address, src_address):
+    """16 bytes from one address to another (one unaligned 128-bit load and store)."""
+    sig = types.void(types.uintp, types.uintp)
+
+    def codegen(context, builder, signature, args):
+        d, s = args
+        word = ir.IntType(128)
+        value = builder.load(builder.inttoptr(s, word.as_pointer()), align=1)
+        builder.store(value, builder.inttoptr(d, word.as_pointer()), align=1)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+# --- per-codec decoders (inlined into the window kernel) ---------------------------------------
+# Each returns (status, end of output); status is WIN_DONE, WIN_FALLBACK or WIN_SPACE (then the
+# second value is the number of output bytes needed from ``at``).
+
+@njit(cache=_CACHE, inline="always")
+def _be32(src, p):
+    return np.int32((np.uint32(src[p]) << 24) | (np.uint32(src[p + 1]) << 16) | (np.uint32(src[p + 2]) << 8)
+                    | np.uint32(src[p + 3]))
+
+
+@njit(cache=_CACHE, inline="always")
+def _le32(src, p):
+    return (np.uint32(src[p]) | (np.uint32(src[p + 1]) << 8) | (np.uint32(src[p + 2]) << 16)
+            | (np.uint32(src[p + 3]) << 24))
+
+
+@njit(cache=_CACHE, nogil=True)
+def _lz4_frame(src, s, e, dst, at, limit, lz4_fn):
+    """Kafka's LZ4 frame [s, e) → dst[at:]; ``limit`` bounds the output (max batch bytes)."""
+    if e - s < LZ4_HEADER_SIZE:
+        return WIN_FALLBACK, 0
+    for k in range(LZ4_HEADER_SIZE):
+        if src[s + k] != KAFKA_LZ4_HEADER[k]:
+            return WIN_FALLBACK, 0
+    p = s + LZ4_HEADER_SIZE
+    d = at
+    cap = dst.shape[0]
+    src_base = src.ctypes.data
+    dst_base = dst.ctypes.data
+    while True:
+        if p + 4 > e:
+            return WIN_FALLBACK, 0                      # no end mark
+        word = _le32(src, p)
+        p += 4
+        if word == 0:
+            return WIN_DONE, d
+        size = np.int64(word & np.uint32(0x7FFFFFFF))
+        if size > LZ4_BLOCK_MAX or p + size > e:
+            return WIN_FALLBACK, 0
+        if word & np.uint32(LZ4_BLOCK_UNCOMPRESSED):
+            if d + size > cap:
+                return WIN_SPACE, d + size - at
+            copy_bytes(dst, d, src, p, size)
+            d += size
+        else:
+            if d + LZ4_BLOCK_MAX > cap:
+                return WIN_SPACE, d + LZ4_BLOCK_MAX - at
+            r = lz4_decompress_safe(lz4_fn, np.uintp(src_base + p), np.uintp(dst_base + d), np.int32(size),
+                          np.int32(LZ4_BLOCK_MAX))
+            if r < 0:
+                return WIN_FALLBACK, 0                  # corrupt block: the reference path says so
+            d += r
+        if d - at > limit:
+            return WIN_FALLBACK, 0                      # too big: the reference path raises
+        p += size
+
+
+def _snappy_tag_table() -> np.ndarray:
+    """snappy's tag table (snappy.cc char_table): per tag byte, length | offset high bits << 8 |
+    number of trailer bytes << 11. A literal's length is entry length + trailer (the trailer holds
+    length - 1 for literals of 61+ bytes), a copy's offset is (entry & 0x700) + trailer."""
+    table = np.zeros(256, dtype=np.int64)
+    for tag in range(256):
+        kind = tag & 3
+        if kind == _SNAPPY_LITERAL:
+            ln = tag >> 2
+            table[tag] = (ln + 1) if ln < 60 else (1 | ((ln - 59) << 11))
+        elif kind == _SNAPPY_COPY1:
+            table[tag] = (((tag >> 2) & 7) + 4) | ((tag >> 5) << 8) | (1 << 11)
+        elif kind == _SNAPPY_COPY2:
+            table[tag] = ((tag >> 2) + 1) | (2 << 11)
+        else:
+            table[tag] = ((tag >> 2) + 1) | (4 << 11)
+    return table
+
+
+SNAPPY_TAGS = _snappy_tag_table()
+SNAPPY_TRAILER_MASK = np.array([0, 0xFF, 0xFFFF, 0xFFFFFF, 0xFFFFFFFF], dtype=np.int64)
+
+
+@njit(cache=_CACHE, inline="always")
+def _snappy_block(src, s, e, dst, d, cap, room):
+    """One raw snappy block [s, e) → dst[d:]; at most ``room`` bytes. Returns (status, end or need)."""
+    # preamble: the uncompressed length, a varint of at most 5 bytes (32 bits)
+    n = np.int64(0)
+    shift = 0
+    while True:
+        if s >= e or shift > 28:
+            return WIN_FALLBACK, 0
+        c = np.int64(src[s])
+        s += 1
+        n |= (c & 0x7F) << shift
+        if c < 0x80:
+            break
+        shift += 7
+    if n > 0xFFFFFFFF or n > room:
+        return WIN_FALLBACK, 0
+    if d + n > cap:
+        return WIN_SPACE, d + n
+    d0 = d
+    dend = d + n
+    src_len = src.shape[0]
+    src_base = src.ctypes.data
+    dst_base = dst.ctypes.data
+    while s < e:
+        tag = src[s]
+        s += 1
+        entry = SNAPPY_TAGS[tag]
+        extra = entry >> 11
+        if s + 4 <= src_len:
+            trailer = np.int64(_le32(src, s)) & SNAPPY_TRAILER_MASK[extra]
+        else:
+            trailer = np.int64(0)
+            for k in range(min(extra, src_len - s)):
+                trailer |= np.int64(src[s + k]) << (8 * k)
+        s += extra
+        literal = (tag & 3) == _SNAPPY_LITERAL
+        # Branches kept few and predictable (tags alternate at random between literals and copies).
+        ln = (entry & 0xFF) + (trailer if literal else 0)
+        off = (entry & 0x700) + trailer
+        if literal:
+            if s + ln > e:
+                return WIN_FALLBACK, 0
+        elif s > e or off == 0 or off > d - d0:
+            return WIN_FALLBACK, 0
+        if d + ln > dend:
+            return WIN_FALLBACK, 0
+        if ln <= 16 and d + 16 <= cap and ((literal and s + 16 <= src_len) or off >= 16):
+            _copy16_at(np.uintp(dst_base + d), np.uintp((src_base + s) if literal else (dst_base + d - off)))
+        elif literal:
+            copy_bytes(dst, d, src, s, ln)
+        elif off >= 8 and d + ln + 8 <= cap:
+            # each 8-byte read ends at or before the write position: correct even when overlapping
+            k = 0
+            while k < ln:
+                _copy8(dst, d + k, dst, d - off + k)
+                k += 8
+        else:                                           # a pattern shorter than 8 bytes repeats
+            for k in range(ln):
+                dst[d + k] = dst[d - off + k]
+        s += ln if literal else 0
+        d += ln
+    if d != dend:
+        return WIN_FALLBACK, 0
+    return WIN_DONE, d
+
+
+@njit(cache=_CACHE, nogil=True)
+def _snappy(src, s, e, dst, at, limit):
+    """snappy-java's xerial framing (or a raw block, as some producers wrote) [s, e) → dst[at:]."""
+    cap = dst.shape[0]
+    xerial = e - s >= XERIAL_HEADER_SIZE
+    if xerial:
+        for k in range(8):
+            if src[s + k] != XERIAL[k]:
+                xerial = False
+                break
+    if not xerial:
+        st, r = _snappy_block(src, s, e, dst, at, cap, limit)
+        if st == WIN_SPACE:
+            return st, r - at
+        return st, r
+    p = s + XERIAL_HEADER_SIZE
+    d = at
+    while p + 4 <= e:
+        length = _be32(src, p)
+        if length < 0 or length == _XERIAL_MAGIC_AS_LENGTH:
+            return WIN_FALLBACK, 0                      # concatenated streams, or an error: reference path
+        p += 4
+        if p + length > e:
+            return WIN_FALLBACK, 0
+        st, r = _snappy_block(src, p, p + length, dst, d, cap, limit - (d - at))
+        if st == WIN_SPACE:
+            return st, r - at
+        if st != WIN_DONE:
+            return st, 0
+        d = r
+        p += length
+    return WIN_DONE, d
+
+
+@njit(cache=_CACHE, nogil=True)
+def _zstd(src, s, e, dst, at, limit, fns, dctx, io):
+    """zstd frames [s, e) → dst[at:], through ZSTD_decompressStream (Java's frames carry no content
+    size). ``io`` is scratch for ZSTD_inBuffer {src, size, pos} and ZSTD_outBuffer {dst, size, pos}."""
+    stream_fn, reset_fn, is_error_fn = fns[0], fns[1], fns[2]
+    if e == s:
+        return WIN_FALLBACK, 0
+    cap = dst.shape[0]
+    out_cap = min(cap, at + limit + 1)                  # one byte past the limit tells "too big"
+    zstd_is_error(is_error_fn, zstd_dctx_reset(reset_fn, dctx, np.int32(ZSTD_RESET_SESSION_ONLY)))
+    io[0] = np.uint64(src.ctypes.data + s)
+    io[1] = np.uint64(e - s)
+    io[2] = 0
+    io[3] = np.uint64(dst.ctypes.data)
+    io[4] = np.uint64(out_cap)
+    io[5] = np.uint64(at)
+    in_ptr = np.uintp(io.ctypes.data)
+    out_ptr = np.uintp(io.ctypes.data + 24)
+    while True:
+        in_before = io[2]
+        out_before = io[5]
+        r = zstd_decompress_stream(stream_fn, dctx, out_ptr, in_ptr)
+        if zstd_is_error(is_error_fn, r) != 0:
+            return WIN_FALLBACK, 0
+        d = np.int64(io[5])
+        if d - at > limit:
+            return WIN_FALLBACK, 0                      # too big: the reference path raises
+        if r == 0 and io[2] == io[1]:
+            return WIN_DONE, d                          # every frame read and flushed
+        if d == out_cap:
+            if out_cap < cap:
+                return WIN_FALLBACK, 0
+            return WIN_SPACE, 2 * (d - at) + (1 << 20)
+        if io[2] == in_before and io[5] == out_before:
+            return WIN_FALLBACK, 0                      # truncated frame: no progress
+
+
+@njit(cache=_CACHE, nogil=True)
+def decompress_window_kernel(buf, codec, counts, starts, ends, b, budget, total, dbuf, at, b_src, b_start,
+                             b_end, max_batch_bytes, lz4_fn, zstd_fns, dctx, io):
+    """Batches b.. of a window: uncompressed ones are used in place, compressed ones decompressed into
+    ``dbuf`` from ``at`` (b_src 1, [b_start, b_end) set). Stops at the window's ``budget`` of record
+    bytes (the first batch always fits) or at a batch it cannot do.
+    Returns (status, batch index, at, total, need)."""
+    nb = codec.shape[0]
+    while b < nb:
+        c = codec[b]
+        if counts[b] == 0:
+            # Kafka never reads the payload of a batch that declares no records
+            b_start[b] = 0
+            b_end[b] = 0
+            b += 1
+            continue
+        s = starts[b]
+        e = ends[b]
+        if c == NONE:
+            if b > 0 and total + e - s > budget:
+                return WIN_BUDGET, b, at, total, 0
+            total += e - s
+            b += 1
+            continue
+        if c == LZ4 and lz4_fn != 0:
+            st, r = _lz4_frame(buf, s, e, dbuf, at, max_batch_bytes, lz4_fn)
+        elif c == SNAPPY:
+            st, r = _snappy(buf, s, e, dbuf, at, max_batch_bytes)
+        elif c == ZSTD and dctx != 0:
+            st, r = _zstd(buf, s, e, dbuf, at, max_batch_bytes, zstd_fns, dctx, io)
+        else:
+            st, r = WIN_FALLBACK, 0
+        if st != WIN_DONE:
+            return st, b, at, total, r
+        if b > 0 and total + r - at > budget:
+            return WIN_BUDGET, b, at, total, 0
+        b_src[b] = 1
+        b_start[b] = at
+        b_end[b] = r
+        total += r - at
+        at = r
+        b += 1
+    return WIN_DONE, b, at, total, 0

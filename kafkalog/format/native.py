@@ -1,0 +1,234 @@
+"""C functions that installed packages already ship, made callable from numba kernels: LZ4's block
+decoder (the lz4 package), zstd's streaming decoder (zstandard's CFFI backend, or the system
+libzstd) and CRC-32C (the crc32c package). Kernels call them through function pointers passed as
+integers, so they release the GIL and need no Python call per batch.
+
+Nothing here is required: a function that is not found (another build of a package, another
+platform) is 0, and callers take their pure-Python path. ``KAFKALOG_NATIVE=0`` turns all of it off.
+Every function found is checked on known input before it is used.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import importlib.util
+import os
+import threading
+from dataclasses import dataclass
+from typing import List, Optional
+
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic
+
+ZSTD_MIN_VERSION = 10400          # ZSTD_DCtx_reset and ZSTD_decompressStream on a DCtx: zstd 1.4.0
+ZSTD_RESET_SESSION_ONLY = 1
+
+
+@dataclass(frozen=True)
+class NativeFunctions:
+    """Addresses of the C functions kernels call (0 when not found), and where they came from."""
+    lz4_decompress_safe: int = 0          # int (const char* src, char* dst, int srcSize, int dstCapacity)
+    zstd_decompress_stream: int = 0       # size_t (ZSTD_DCtx*, ZSTD_outBuffer*, ZSTD_inBuffer*)
+    zstd_dctx_reset: int = 0              # size_t (ZSTD_DCtx*, ZSTD_ResetDirective)
+    zstd_is_error: int = 0                # unsigned (size_t)
+    zstd_create_dctx: int = 0
+    crc32c_update: int = 0                # uint32_t (uint32_t crc, const unsigned char* buf, size_t len)
+    sources: tuple = ()                   # (what, file) pairs, for diagnostics
+
+
+def _extension_file(module: str) -> Optional[str]:
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    return spec.origin if spec is not None and spec.origin and os.path.isfile(spec.origin) else None
+
+
+def _open(path: Optional[str]) -> Optional[ctypes.CDLL]:
+    if not path:
+        return None
+    try:
+        return ctypes.CDLL(path)
+    except OSError:
+        return None
+
+
+def _address(lib: Optional[ctypes.CDLL], name: str) -> int:
+    if lib is None:
+        return 0
+    try:
+        return ctypes.cast(getattr(lib, name), ctypes.c_void_p).value or 0
+    except AttributeError:
+        return 0
+
+
+def _lz4():
+    """The lz4 package's block extension links liblz4 statically and exports its API; the system
+    library is the second choice."""
+    import lz4.block
+
+    sample = b"kafkalog " * 64
+    packed = lz4.block.compress(sample, store_size=False)
+    for path in (_extension_file("lz4.block._block"), ctypes.util.find_library("lz4")):
+        address = _address(_open(path), "LZ4_decompress_safe")
+        if not address:
+            continue
+        fn = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int)(address)
+        out = ctypes.create_string_buffer(len(sample))
+        if fn(packed, out, len(packed), len(sample)) == len(sample) and out.raw == sample:
+            return address, path
+    return 0, ""
+
+
+def _zstd():
+    """zstandard's CFFI backend exports libzstd's API (its C backend does not); then the system's."""
+    names = ("ZSTD_decompressStream", "ZSTD_DCtx_reset", "ZSTD_isError", "ZSTD_createDCtx", "ZSTD_versionNumber")
+    for path in (_extension_file("zstandard._cffi"), ctypes.util.find_library("zstd")):
+        lib = _open(path)
+        if lib is None or not all(_address(lib, n) for n in names):
+            continue
+        lib.ZSTD_versionNumber.restype = ctypes.c_uint
+        if lib.ZSTD_versionNumber() >= ZSTD_MIN_VERSION:
+            return tuple(_address(lib, n) for n in names[:4]) + (path,)
+    return 0, 0, 0, 0, ""
+
+
+def _crc32c():
+    """The crc32c package's own implementation (hardware when it found the instruction, else its
+    slicing-by-8), with the same pre- and post-inversion as its Python function."""
+    import crc32c
+
+    name = "_crc32c_hw_adler" if getattr(crc32c, "hardware_based", False) else "_crc32c_sw_slicing_by_8"
+    path = _extension_file("crc32c._crc32c")
+    address = _address(_open(path), name)
+    if not address:
+        return 0, ""
+    fn = ctypes.CFUNCTYPE(ctypes.c_uint32, ctypes.c_uint32, ctypes.c_char_p, ctypes.c_size_t)(address)
+    for sample in (b"123456789", bytes(range(256)) * 9 + b"x"):
+        if fn(0xFFFFFFFF, sample, len(sample)) ^ 0xFFFFFFFF != crc32c.crc32c(sample):
+            return 0, ""
+    return address, path
+
+
+_FOUND: Optional[NativeFunctions] = None
+_LOCK = threading.Lock()
+
+
+def native_functions() -> NativeFunctions:
+    """What this process can call (looked up once); nothing when KAFKALOG_NATIVE=0."""
+    global _FOUND
+    with _LOCK:
+        if _FOUND is None:
+            if os.environ.get("KAFKALOG_NATIVE", "1") == "0":
+                _FOUND = NativeFunctions()
+            else:
+                lz4, lz4_path = _lz4()
+                stream, reset, is_error, create, zstd_path = _zstd()
+                crc, crc_path = _crc32c()
+                _FOUND = NativeFunctions(lz4, stream, reset, is_error, create, crc,
+                                         (("lz4", lz4_path), ("zstd", zstd_path), ("crc32c", crc_path)))
+        return _FOUND
+
+
+def reset_native_functions() -> None:
+    """Look again on the next call (tests flip KAFKALOG_NATIVE)."""
+    global _FOUND
+    with _LOCK:
+        _FOUND = None
+
+
+class ZstdContexts:
+    """zstd decompression contexts, one per concurrent window: a context is not thread-safe, and a
+    reader's worker threads come and go with each call, so contexts are pooled, not per thread."""
+
+    def __init__(self):
+        self._free: List[int] = []
+        self._lock = threading.Lock()
+
+    def acquire(self, native: NativeFunctions) -> int:
+        with self._lock:
+            if self._free:
+                return self._free.pop()
+        if not native.zstd_create_dctx:
+            return 0
+        return ctypes.CFUNCTYPE(ctypes.c_void_p)(native.zstd_create_dctx)() or 0
+
+    def release(self, dctx: int) -> None:
+        if dctx:
+            with self._lock:
+                self._free.append(dctx)
+
+
+ZSTD_CONTEXTS = ZstdContexts()
+
+
+# --- calls through function pointers (numba intrinsics; pointers and addresses are uintp) ----------
+
+_I8P = ir.IntType(8).as_pointer()
+
+
+def _call(builder, context, address, ret, params, args):
+    size_t = context.get_value_type(types.uintp)
+    lowered = [size_t if p == "size_t" else p for p in params]
+    ret = size_t if ret == "size_t" else ret
+    fnty = ir.FunctionType(ret, lowered)
+    fp = builder.inttoptr(address, fnty.as_pointer())
+    cast = [builder.inttoptr(a, _I8P) if p == _I8P else a for p, a in zip(lowered, args)]
+    return builder.call(fp, cast)
+
+
+@intrinsic
+def lz4_decompress_safe(typingctx, fn, src, dst, src_size, dst_capacity):
+    """LZ4_decompress_safe(src, dst, srcSize, dstCapacity) at address ``fn``."""
+    sig = types.int32(types.uintp, types.uintp, types.uintp, types.int32, types.int32)
+
+    def codegen(context, builder, signature, args):
+        i32 = ir.IntType(32)
+        return _call(builder, context, args[0], i32, [_I8P, _I8P, i32, i32], args[1:])
+
+    return sig, codegen
+
+
+@intrinsic
+def zstd_decompress_stream(typingctx, fn, dctx, output, input_):
+    """ZSTD_decompressStream(dctx, ZSTD_outBuffer*, ZSTD_inBuffer*) at address ``fn``."""
+    sig = types.uintp(types.uintp, types.uintp, types.uintp, types.uintp)
+
+    def codegen(context, builder, signature, args):
+        return _call(builder, context, args[0], "size_t", [_I8P, _I8P, _I8P], args[1:])
+
+    return sig, codegen
+
+
+@intrinsic
+def zstd_dctx_reset(typingctx, fn, dctx, directive):
+    """ZSTD_DCtx_reset(dctx, directive) at address ``fn``."""
+    sig = types.uintp(types.uintp, types.uintp, types.int32)
+
+    def codegen(context, builder, signature, args):
+        return _call(builder, context, args[0], "size_t", [_I8P, ir.IntType(32)], args[1:])
+
+    return sig, codegen
+
+
+@intrinsic
+def zstd_is_error(typingctx, fn, code):
+    """ZSTD_isError(code) at address ``fn``."""
+    sig = types.uint32(types.uintp, types.uintp)
+
+    def codegen(context, builder, signature, args):
+        return _call(builder, context, args[0], ir.IntType(32), ["size_t"], args[1:])
+
+    return sig, codegen
+
+
+@intrinsic
+def crc32c_update(typingctx, fn, crc, data, length):
+    """The crc32c package's crc function (crc, buf, len) at address ``fn``, without inversions."""
+    sig = types.uint32(types.uintp, types.uint32, types.uintp, types.uintp)
+
+    def codegen(context, builder, signature, args):
+        return _call(builder, context, args[0], ir.IntType(32), [ir.IntType(32), _I8P, "size_t"], args[1:])
+
+    return sig, codegen

@@ -1,0 +1,272 @@
+"""The native window path (format.native + compression_accel + the CRC kernel) against the
+reference codecs: same tables, same windows, same errors, for every framing Kafka's producers write
+and for the unusual ones it hands back. Three readers are compared: the accel engine with native
+functions, the accel engine without them (KAFKALOG_NATIVE=0) and the python engine."""
+from __future__ import annotations
+
+import os
+import platform
+import random
+import struct
+import sys
+
+import cramjam
+import lz4.block
+import lz4.frame
+import pytest
+import zstandard
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kafkalog import errors, segment
+from kafkalog.format import compression as codecs
+from kafkalog.format import native
+from kafkalog.format import record_batch as rb
+
+NATIVE_PLATFORM = sys.platform == "linux" and platform.machine() in ("x86_64", "AMD64")
+
+
+@pytest.fixture
+def without_native(monkeypatch):
+    def switch(off: bool):
+        if off:
+            monkeypatch.setenv("KAFKALOG_NATIVE", "0")
+        else:
+            monkeypatch.delenv("KAFKALOG_NATIVE", raising=False)
+        native.reset_native_functions()
+    yield switch
+    monkeypatch.delenv("KAFKALOG_NATIVE", raising=False)
+    native.reset_native_functions()
+
+
+def _records(n, seed=1, value_size=100, headers=False):
+    rnd = random.Random(seed)
+    words = [bytes(rnd.choice(b"abcdefgh") for _ in range(rnd.randint(1, 9))) for _ in range(50)]
+    out = []
+    for i in range(n):
+        value = b" ".join(rnd.choice(words) for _ in range(value_size // 4))[:value_size]
+        hdrs = [("h%d" % (i % 3), b"x" * (i % 5))] if headers and i % 2 else []
+        out.append(rb.V2Record(i, 1_000 + i, b"key-%06d" % (i % 97) if i % 11 else None, value, hdrs))
+    return out
+
+
+def _with_payload(records, codec: int, payload: bytes, base_offset=None) -> bytes:
+    """An uncompressed batch of ``records`` re-framed with ``payload`` as its compressed records."""
+    plain = bytearray(rb.encode_batch(records, base_offset=base_offset))
+    attrs = struct.unpack_from(">h", plain, rb.ATTRIBUTES_OFFSET)[0]
+    struct.pack_into(">h", plain, rb.ATTRIBUTES_OFFSET, (attrs & ~7) | codec)
+    out = bytearray(plain[:rb.RECORDS_OFFSET]) + payload
+    struct.pack_into(">i", out, rb.LENGTH_OFFSET, len(out) - rb.LOG_OVERHEAD)
+    struct.pack_into(">I", out, rb.CRC_OFFSET, rb.compute_crc(out))
+    return bytes(out)
+
+
+def _region(records) -> bytes:
+    return rb.encode_batch(records)[rb.RECORDS_OFFSET:]
+
+
+def _write(tmp_path, data: bytes, name="topic-0"):
+    d = tmp_path / name
+    d.mkdir(exist_ok=True)
+    p = d / "00000000000000000000.log"
+    p.write_bytes(data)
+    return p
+
+
+def _three_ways(path, without_native, **options):
+    """(batches with native, batches without, python engine's table)."""
+    without_native(False)
+    fast = list(segment.iter_segment(path, engine="accel", **options))
+    without_native(True)
+    slow = list(segment.iter_segment(path, engine="accel", **options))
+    without_native(False)
+    ref = segment.read_segment(path, engine="python", **options)
+    return fast, slow, ref
+
+
+def _assert_same(path, without_native, **options):
+    fast, slow, ref = _three_ways(path, without_native, **options)
+    assert [b.num_rows for b in fast] == [b.num_rows for b in slow], "windows differ"
+    for a, b in zip(fast, slow):
+        assert a.equals(b)
+    import pyarrow as pa
+    table = pa.Table.from_batches(fast, schema=ref.schema) if fast else ref.slice(0, 0)
+    assert table.equals(ref)
+    return table
+
+
+# --- what the machine offers -----------------------------------------------------------------
+
+@pytest.mark.skipif(not NATIVE_PLATFORM, reason="the pinned lz4/zstandard/crc32c wheels export their C API on "
+                                                "linux x86_64; elsewhere the reference path is used")
+def test_native_functions_are_found_and_checked(without_native):
+    without_native(False)
+    found = native.native_functions()
+    assert found.lz4_decompress_safe and found.zstd_decompress_stream and found.crc32c_update, found
+    without_native(True)
+    assert native.native_functions() == native.NativeFunctions()
+
+
+# --- each codec, each framing ----------------------------------------------------------------
+
+SNAPPY_CASES = {
+    "xerial": lambda region: codecs.compress(codecs.SNAPPY, region),
+    "raw": lambda region: bytes(cramjam.snappy.compress_raw(region)),
+    "xerial-empty-trailer": lambda region: codecs.compress(codecs.SNAPPY, region) + b"\x00\x00",
+}
+LZ4_CASES = {
+    "kafka-frame": lambda region: codecs.compress(codecs.LZ4, region),
+    # another frame descriptor (content size and checksum flags): the reference path decodes it
+    "frame-with-content-size": lambda region: lz4.frame.compress(
+        region, content_checksum=True, store_size=True, block_linked=False, block_size=lz4.frame.BLOCKSIZE_MAX64KB),
+    "trailing-bytes-after-end-mark": lambda region: codecs.compress(codecs.LZ4, region) + b"junk",
+}
+ZSTD_CASES = {
+    "java-like": lambda region: codecs.compress(codecs.ZSTD, region),
+    "with-content-size": lambda region: zstandard.ZstdCompressor(write_content_size=True).compress(region),
+    "two-frames": lambda region: (zstandard.ZstdCompressor().compress(region[:len(region) // 2])
+                                  + zstandard.ZstdCompressor().compress(region[len(region) // 2:])),
+}
+
+
+@pytest.mark.parametrize("codec,case", [(codecs.SNAPPY, c) for c in SNAPPY_CASES] + [(codecs.LZ4, c) for c in LZ4_CASES]
+                         + [(codecs.ZSTD, c) for c in ZSTD_CASES])
+@pytest.mark.parametrize("n,value_size", [(40, 100), (300, 400)])   # the second passes 64 KiB (several blocks)
+def test_framings_decode_like_the_reference(tmp_path, without_native, codec, case, n, value_size):
+    make = {codecs.SNAPPY: SNAPPY_CASES, codecs.LZ4: LZ4_CASES, codecs.ZSTD: ZSTD_CASES}[codec][case]
+    data = b""
+    for b in range(3):
+        recs = _records(n, seed=b, value_size=value_size, headers=b == 1)
+        recs = [rb.V2Record(b * n + r.offset, r.timestamp, r.key, r.value, r.headers) for r in recs]
+        data += _with_payload(recs, codec, make(_region(recs)))
+    table = _assert_same(_write(tmp_path, data), without_native)
+    assert table.num_rows == 3 * n
+
+
+def test_incompressible_lz4_blocks_are_stored_and_copied(tmp_path, without_native):
+    rnd = random.Random(5)
+    recs = [rb.V2Record(i, i, None, bytes(rnd.getrandbits(8) for _ in range(3000))) for i in range(40)]
+    payload = codecs.compress(codecs.LZ4, _region(recs))
+    assert struct.unpack_from("<I", payload, 7)[0] & 0x80000000, "the first block is stored uncompressed"
+    _assert_same(_write(tmp_path, _with_payload(recs, codecs.LZ4, payload)), without_native)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(values=st.lists(st.binary(max_size=300) | st.sampled_from([b"a" * 70, b"ab" * 40, b"abcdefghij" * 9,
+                                                                  b"0123456789abcdefXY" * 5]),
+                       min_size=1, max_size=60),
+       codec=st.sampled_from([codecs.SNAPPY, codecs.LZ4, codecs.ZSTD]))
+def test_any_records_decode_like_the_reference(tmp_path_factory, without_native, values, codec):
+    """Repeating patterns (snappy copies with offsets < 8 and < 16, long literals) and random bytes."""
+    recs = [rb.V2Record(i, i, b"k" if i % 2 else None, v) for i, v in enumerate(values)]
+    path = _write(tmp_path_factory.mktemp("p"), rb.encode_batch(recs, codec=codec))
+    _assert_same(path, without_native)
+
+
+# --- windows and budgets ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("codec", [codecs.NONE, codecs.SNAPPY, codecs.LZ4, codecs.ZSTD])
+def test_windows_split_the_same_way(tmp_path, without_native, codec):
+    data = b"".join(rb.encode_batch([rb.V2Record(b * 50 + i, i, b"k", b"v" * 200) for i in range(50)], codec=codec)
+                    for b in range(30))
+    fast, slow, ref = _three_ways(_write(tmp_path, data), without_native, window_bytes=40_000)
+    assert len(fast) > 5 and [b.num_rows for b in fast] == [b.num_rows for b in slow]
+    assert sum(b.num_rows for b in fast) == ref.num_rows == 1500
+
+
+def test_a_batch_bigger_than_the_thread_buffer_grows_it(tmp_path, without_native):
+    """WIN_SPACE: 20 MiB of records in one zstd batch and one lz4 batch (the buffer starts at 16 MiB)."""
+    value = bytes(range(256)) * 4096          # 1 MiB
+    data = b""
+    for b, codec in enumerate((codecs.ZSTD, codecs.LZ4, codecs.SNAPPY)):
+        data += rb.encode_batch([rb.V2Record(b * 20 + i, i, None, value) for i in range(20)], codec=codec)
+    table = _assert_same(_write(tmp_path, data), without_native)
+    assert table.num_rows == 60
+
+
+def test_empty_and_mixed_batches(tmp_path, without_native):
+    data = (rb.encode_batch([rb.V2Record(0, 0, b"a", b"b")], codec=codecs.LZ4)
+            + rb.encode_batch([], base_offset=1, last_offset_delta=0, codec=codecs.ZSTD)
+            + rb.encode_batch([rb.V2Record(2, 0, b"c", b"d")])
+            + rb.encode_batch([rb.V2Record(3, 0, b"e", b"f")], codec=codecs.GZIP)
+            + rb.encode_batch([rb.V2Record(4, 0, b"g", b"h")], codec=codecs.SNAPPY))
+    assert _assert_same(_write(tmp_path, data), without_native).num_rows == 4
+
+
+# --- errors: the reference path reports them -------------------------------------------------
+
+def _corrupt_payload(codec: int, region: bytes) -> bytes:
+    payload = bytearray(codecs.compress(codec, region))
+    if codec == codecs.SNAPPY:
+        payload[20] ^= 0xFF                  # inside the first chunk's tags
+    elif codec == codecs.LZ4:
+        payload[13] ^= 0xFF
+    else:
+        payload[-5] ^= 0xFF
+    return bytes(payload)
+
+
+@pytest.mark.parametrize("codec", [codecs.SNAPPY, codecs.LZ4, codecs.ZSTD])
+@pytest.mark.parametrize("how", ["corrupt", "truncated", "too-big"])
+def test_errors_are_the_reference_errors(tmp_path, without_native, codec, how):
+    good = rb.encode_batch(_records(20), codec=codec)
+    recs = [rb.V2Record(20 + r.offset, r.timestamp, r.key, r.value) for r in _records(200, value_size=400)]
+    region = _region(recs)
+    if how == "corrupt":
+        bad = _with_payload(recs, codec, _corrupt_payload(codec, region))
+    elif how == "truncated":
+        bad = _with_payload(recs, codec, codecs.compress(codec, region)[:-40])
+    else:
+        bad = _with_payload(recs, codec, codecs.compress(codec, region))
+    options = {"max_batch_bytes": 10_000} if how == "too-big" else {}
+    path = _write(tmp_path, good + bad)
+    raised = []
+    for off in (False, True):
+        without_native(off)
+        try:
+            segment.read_segment(path, engine="accel", **options)
+        except errors.KafkalogError as e:
+            raised.append((type(e), str(e), e.position))
+        else:
+            raised.append(None)
+        reader = segment.SegmentReader(path, segment.ReadOptions(on_corrupt="stop", engine="accel", **options))
+        assert sum(b.num_rows for b in reader) in (20, 220) and reader.valid_bytes in (len(good), len(good + bad))
+    assert raised[0] == raised[1], raised
+    if how != "truncated" or codec != codecs.SNAPPY:
+        assert raised[0] is not None and raised[0][2] == len(good), raised
+    if how == "too-big":
+        assert raised[0][0] is errors.DecompressedSizeError
+
+
+# --- the CRC kernel --------------------------------------------------------------------------
+
+def test_crc_kernel_finds_the_bad_batch(tmp_path, without_native):
+    batches = [rb.encode_batch([rb.V2Record(b * 5 + i, i, b"k", b"v" * 30) for i in range(5)], codec=c)
+               for b, c in enumerate([0, codecs.LZ4, 0, codecs.ZSTD])]
+    data = bytearray(b"".join(batches))
+    flip = len(batches[0]) + len(batches[1]) + 70
+    data[flip] ^= 1
+    path = _write(tmp_path, bytes(data))
+    seen = []
+    for off in (False, True):
+        without_native(off)
+        with pytest.raises(errors.CrcMismatchError) as e:
+            segment.read_segment(path)
+        seen.append((str(e.value), e.value.position))
+    assert seen[0] == seen[1] and seen[0][1] == len(batches[0]) + len(batches[1])
+
+
+def test_crc_kernel_hands_legacy_entries_to_python(tmp_path, without_native):
+    from kafkalog.format import legacy_record as legacy
+
+    data = rb.encode_batch([rb.V2Record(0, 0, b"k", b"v")]) + legacy.encode_message(
+        magic=1, offset=1, timestamp=5, key=b"k", value=b"v")
+    path = _write(tmp_path, data)
+    without_native(False)
+    assert segment.read_segment(path).num_rows == 2
+    bad = bytearray(data)
+    bad[-1] ^= 1
+    path.write_bytes(bytes(bad))
+    with pytest.raises(errors.CrcMismatchError) as e:
+        segment.read_segment(path)
+    assert e.value.position == len(rb.encode_batch([rb.V2Record(0, 0, b"k", b"v")]))
