@@ -191,6 +191,30 @@ def _snappy_block(src, s, e, dst, d, cap, room):
     src_base = src.ctypes.data
     dst_base = dst.ctypes.data
     while s < e:
+        if s + 80 <= e and d + 80 <= dend:
+            # Far from both ends, a literal of up to 60 bytes (tag only) or a copy of up to 64 bytes
+            # from at least 16 back needs no bounds check but the copy offset's, and moves in 16-byte
+            # steps (writing up to 15 bytes past its end, which the next one overwrites).
+            tag = src[s]
+            if (tag & 3) == _SNAPPY_LITERAL:
+                if tag < 240:
+                    ln = np.int64(tag >> 2) + 1
+                    for k in range(0, ln, 16):
+                        _copy16_at(np.uintp(dst_base + d + k), np.uintp(src_base + s + 1 + k))
+                    s += 1 + ln
+                    d += ln
+                    continue
+            else:
+                entry = SNAPPY_TAGS[tag]
+                extra = entry >> 11
+                off = (entry & 0x700) + (np.int64(_le32(src, s + 1)) & SNAPPY_TRAILER_MASK[extra])
+                if off >= 16 and off <= d - d0:
+                    ln = entry & 0xFF
+                    for k in range(0, ln, 16):
+                        _copy16_at(np.uintp(dst_base + d + k), np.uintp(dst_base + d - off + k))
+                    s += 1 + extra
+                    d += ln
+                    continue
         tag = src[s]
         s += 1
         entry = SNAPPY_TAGS[tag]

@@ -42,7 +42,6 @@ def _readonly(a: np.ndarray) -> np.ndarray:
 
 
 _EMPTY = _readonly(np.zeros(1, dtype=np.uint8))
-_LOCAL = threading.local()
 
 
 def _pool_empty(n: int, dtype) -> np.ndarray:
@@ -74,22 +73,47 @@ def _carve(shapes) -> List[np.ndarray]:
     return [np.frombuffer(block, dtype=dtype, count=count, offset=off) for (count, dtype), off in zip(shapes, offsets)]
 
 
-def _thread_scratch(n: int):
-    """This thread's per-record scratch (key/value validity, header counts and positions), reused."""
-    scratch = getattr(_LOCAL, "scratch", None)
-    if scratch is None or len(scratch[0]) < n:
-        size = max(n, 1 << 16)
-        scratch = _LOCAL.scratch = (np.empty(size, np.uint8), np.empty(size, np.uint8), np.empty(size, np.int32),
-                                    np.empty(size, np.int64))
-    return tuple(a[:n] for a in scratch)
+class _Workspace:
+    """What one decode call works in: the decompression buffer and per-record scratch (key/value
+    validity, header counts and positions). Nothing in it outlives the call: the kernels copy out."""
+
+    MAX_KEPT = 64 << 20      # a buffer grown past this by one huge batch is not kept for the next call
+
+    def __init__(self):
+        self.out = OutputBuffer(16 << 20)
+        self._scratch = None
+
+    def scratch(self, n: int):
+        if self._scratch is None or len(self._scratch[0]) < n:
+            size = max(n, 1 << 16)
+            self._scratch = (np.empty(size, np.uint8), np.empty(size, np.uint8), np.empty(size, np.int32),
+                             np.empty(size, np.int64))
+        return tuple(a[:n] for a in self._scratch)
 
 
-def _thread_buffer() -> OutputBuffer:
-    """This thread's decompression buffer, reused window after window (the kernel copies out of it)."""
-    out = getattr(_LOCAL, "out", None)
-    if out is None:
-        out = _LOCAL.out = OutputBuffer(16 << 20)
-    return out
+class _WorkspacePool:
+    """Workspaces shared by every thread of the process. The reader's worker threads end with each
+    call; per-thread buffers were allocated and first touched again every time (~40 MB per call)."""
+
+    def __init__(self):
+        self._free: List[_Workspace] = []
+        self._lock = threading.Lock()
+
+    def acquire(self) -> _Workspace:
+        with self._lock:
+            if self._free:
+                return self._free.pop()
+        return _Workspace()
+
+    def release(self, ws: _Workspace) -> None:
+        if len(ws.out.array) > _Workspace.MAX_KEPT or (ws._scratch is not None and len(ws._scratch[0]) > (8 << 20)):
+            return
+        with self._lock:
+            if len(self._free) < 8:
+                self._free.append(ws)
+
+
+_WORKSPACES = _WorkspacePool()
 
 
 # --- shared assembly -----------------------------------------------------------------------
@@ -229,8 +253,6 @@ def decode_accel(buf: np.ndarray, h: HeaderArrays, pid: PartitionId, *, path=Non
                  max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES, budget: Optional[int] = None):
     """Decode a prefix of the batches ``h`` whose record data (decompressed) stays within ``budget``
     bytes (at least one batch). Returns (RecordBatch, number of batches consumed)."""
-    from . import records_accel as acc
-
     if len(h) and (h.magic != 2).any():        # legacy data takes the reference path
         return decode_reference(buf, h, pid, path=path, verify_crc=verify_crc, max_batch_bytes=max_batch_bytes,
                                 budget=budget)
@@ -241,8 +263,20 @@ def decode_accel(buf: np.ndarray, h: HeaderArrays, pid: PartitionId, *, path=Non
     b_src = np.zeros(nb, dtype=np.int8)
     b_start = h.position + rb.RECORDS_OFFSET
     b_end = h.position + h.size.astype(np.int64)
+    ws = _WORKSPACES.acquire()
+    try:
+        return _decode_accel(buf, h, pid, ws, nb, codec, b_src, b_start, b_end, path=path, verify_crc=verify_crc,
+                             max_batch_bytes=max_batch_bytes, budget=budget)
+    finally:
+        _WORKSPACES.release(ws)
+
+
+def _decode_accel(buf, h: HeaderArrays, pid: PartitionId, ws: _Workspace, nb: int, codec, b_src, b_start, b_end, *,
+                  path, verify_crc, max_batch_bytes, budget):
+    from . import records_accel as acc
+
     dbuf = _EMPTY
-    out = _thread_buffer()
+    out = ws.out
     nb, at = _decompress_window(buf, h, codec, b_src, b_start, b_end, out, pid, path=path, verify_crc=verify_crc,
                                 max_batch_bytes=max_batch_bytes, budget=budget)
     if nb < len(h):
@@ -270,7 +304,7 @@ def decode_accel(buf: np.ndarray, h: HeaderArrays, pid: PartitionId, *, path=Non
                                  hint="split the segment with Kafka tools, or read it with a JVM reader")
     columns = _carve([(n, np.int64), (n, np.int64), (n + 1, np.int32), (n + 1, np.int32)] + _BATCH_COLUMN_SHAPES(n))
     out_offset, out_ts, key_off, val_off = columns[:4]
-    key_valid, val_valid, hdr_count, hdr_pos = _thread_scratch(n)
+    key_valid, val_valid, hdr_count, hdr_pos = ws.scratch(n)
     key_data = _pool_empty(cap, np.uint8)
     val_data = _pool_empty(cap, np.uint8)
     log_append = (h.attributes & rb.TIMESTAMP_TYPE_MASK) != 0
