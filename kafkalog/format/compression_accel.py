@@ -199,7 +199,8 @@ def _snappy_block(src, s, e, dst, d, cap, room):
             if (tag & 3) == _SNAPPY_LITERAL:
                 if tag < 240:
                     ln = np.int64(tag >> 2) + 1
-                    for k in range(0, ln, 16):
+                    _copy16_at(np.uintp(dst_base + d), np.uintp(src_base + s + 1))
+                    for k in range(16, ln, 16):
                         _copy16_at(np.uintp(dst_base + d + k), np.uintp(src_base + s + 1 + k))
                     s += 1 + ln
                     d += ln
@@ -210,7 +211,8 @@ def _snappy_block(src, s, e, dst, d, cap, room):
                 off = (entry & 0x700) + (np.int64(_le32(src, s + 1)) & SNAPPY_TRAILER_MASK[extra])
                 if off >= 16 and off <= d - d0:
                     ln = entry & 0xFF
-                    for k in range(0, ln, 16):
+                    _copy16_at(np.uintp(dst_base + d), np.uintp(dst_base + d - off))
+                    for k in range(16, ln, 16):
                         _copy16_at(np.uintp(dst_base + d + k), np.uintp(dst_base + d - off + k))
                     s += 1 + extra
                     d += ln
