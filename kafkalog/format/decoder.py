@@ -130,21 +130,67 @@ def _binary(n: int, offsets: np.ndarray, data: np.ndarray, valid: np.ndarray, ty
     return pa.Array.from_buffers(typ, n, [bitmap, pa.py_buffer(offsets), pa.py_buffer(data)], null_count=nulls)
 
 
+class _Repeats:
+    """Read-only buffers that repeat one value (a topic name's offsets and bytes, a partition number,
+    zero and one bits), kept per value at the largest length asked for and shared by prefix: every
+    window of a partition carries the same topic and partition columns, and most windows' flag
+    columns are all false, so they need no new memory each time."""
+
+    KEEP_BYTES = 64 << 20    # past this the cache starts over (arrays in use stay with their tables)
+
+    def __init__(self):
+        self._arrays: dict = {}
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, key, n: int, make) -> np.ndarray:
+        with self._lock:
+            have = self._arrays.get(key)
+        if have is None or len(have) < n:
+            grown = _readonly(make(max(n, 2 * len(have) if have is not None else n, 1024)))
+            with self._lock:
+                if self._bytes + grown.nbytes > self.KEEP_BYTES:
+                    self._arrays.clear()
+                    self._bytes = 0
+                old = self._arrays.get(key)
+                self._bytes += grown.nbytes - (old.nbytes if old is not None else 0)
+                self._arrays[key] = grown
+            have = grown
+        return have[:n]
+
+
+_REPEATS = _Repeats()
+_NO_HEADERS = pa.StructArray.from_arrays([pa.array([], pa.string()), pa.array([], pa.binary())],
+                                         fields=list(HEADER_TYPE))
+
+
 def _repeated_string(text: Optional[str], n: int) -> pa.Array:
-    """A string column holding ``text`` n times (null when text is None), built from buffers."""
+    """A string column holding ``text`` n times (null when text is None), built from shared buffers."""
     if text is None:
         return pa.nulls(n, pa.string())
     raw = text.encode("utf-8")
-    offsets = np.arange(0, (n + 1) * len(raw), len(raw) or 1, dtype=np.int32)[:n + 1] if raw else np.zeros(n + 1, np.int32)
-    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(raw * n)])
+    if not raw:
+        return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(_REPEATS.get(("zeros32",), n + 1,
+                                                                                      _zeros32)), None])
+    offsets = _REPEATS.get(("offsets", len(raw)), n + 1, lambda m: np.arange(m, dtype=np.int32) * np.int32(len(raw)))
+    data = _REPEATS.get(("text", raw), n * len(raw), lambda m: np.frombuffer(raw * (m // len(raw) + 1), np.uint8))
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+def _zeros32(m: int) -> np.ndarray:
+    return np.zeros(m, np.int32)
 
 
 def _repeated_int32(value: Optional[int], n: int) -> pa.Array:
     if value is None:
         return pa.nulls(n, pa.int32())
-    column = _pool_empty(n, np.int32)
-    column[:] = value
-    return pa.array(column)
+    return pa.array(_REPEATS.get(("int32", value), n, lambda m: np.full(m, value, np.int32)))
+
+
+def _repeated_bits(bit: bool, n: int) -> pa.Buffer:
+    """A bitmap of n bits, all ``bit``."""
+    return pa.py_buffer(_REPEATS.get(("bits", bool(bit)), (n + 7) // 8,
+                                     lambda m: np.full(m, 0xFF if bit else 0, np.uint8)))
 
 
 def _batch_columns(h: HeaderArrays, counts: np.ndarray) -> dict:
@@ -327,19 +373,16 @@ def _decode_accel(buf, h: HeaderArrays, pid: PartitionId, ws: _Workspace, nb: in
     return _assemble(n, pid, key, value, out_offset, out_ts, ts_type, headers, batch_cols), nb
 
 
-def _flag_column(flags: np.ndarray, counts: np.ndarray, n: int, bits: np.ndarray) -> pa.Array:
-    """A bool column repeating a per-batch flag: a constant bitmap (in ``bits``) when every batch agrees."""
+def _flag_column(flags: np.ndarray, counts: np.ndarray, n: int) -> pa.Array:
+    """A bool column repeating a per-batch flag: a shared constant bitmap when every batch agrees."""
     if len(flags) and flags.all() or not flags.any():
-        bits[:] = 0xFF if len(flags) and flags.all() else 0
-        return pa.Array.from_buffers(pa.bool_(), n, [None, pa.py_buffer(bits)])
+        return pa.Array.from_buffers(pa.bool_(), n, [None, _repeated_bits(len(flags) and flags.all(), n)])
     return pa.array(np.repeat(flags, counts))
 
 
 def _BATCH_COLUMN_SHAPES(n: int) -> list:
-    """What _batch_columns_accel fills, in its order: 5 × int64, 3 × int32, int16, 2 × int8, 3 bitmaps."""
-    bits = (n + 7) // 8
-    return ([(n, np.int64)] * 5 + [(n, np.int32)] * 3 + [(n, np.int16), (n, np.int8), (n, np.int8)]
-            + [(bits, np.uint8)] * 3)
+    """What _batch_columns_accel fills, in its order: 5 × int64, 3 × int32, int16, 2 × int8."""
+    return [(n, np.int64)] * 5 + [(n, np.int32)] * 3 + [(n, np.int16), (n, np.int8), (n, np.int8)]
 
 
 def _batch_columns_accel(h: HeaderArrays, counts: np.ndarray, log_append: np.ndarray, n: int, columns: list):
@@ -350,7 +393,6 @@ def _batch_columns_accel(h: HeaderArrays, counts: np.ndarray, log_append: np.nda
     attrs = h.attributes.astype(np.int16)
     i64 = columns[:4]
     producer_id, base_sequence, leader_epoch, ts_type, producer_epoch, magic, codec = columns[4:11]
-    txn_bits, control_bits, horizon_bits = columns[11:14]
     acc.batch_columns_kernel(counts, h.baseOffset, h.lastOffset, h.position, h.baseTimestamp, h.producerId,
                              h.baseSequence, h.partitionLeaderEpoch, log_append.astype(np.int32), h.producerEpoch,
                              h.magic, (attrs & rb.COMPRESSION_CODEC_MASK).astype(np.int8), *i64, producer_id,
@@ -360,8 +402,7 @@ def _batch_columns_accel(h: HeaderArrays, counts: np.ndarray, log_append: np.nda
     if has_horizon.any():
         horizon = pa.array(base_ts, mask=~np.repeat(has_horizon, counts), type=pa.int64())
     else:
-        horizon_bits[:] = 0
-        horizon = pa.Array.from_buffers(pa.int64(), n, [pa.py_buffer(horizon_bits), pa.py_buffer(base_ts)],
+        horizon = pa.Array.from_buffers(pa.int64(), n, [_repeated_bits(False, n), pa.py_buffer(base_ts)],
                                         null_count=n)
     return ts_type, {
         "lastOffset": pa.array(last_offset),
@@ -371,8 +412,8 @@ def _batch_columns_accel(h: HeaderArrays, counts: np.ndarray, log_append: np.nda
         "producerId": pa.array(producer_id),
         "producerEpoch": pa.array(producer_epoch),
         "baseSequence": pa.array(base_sequence),
-        "isTransactional": _flag_column((attrs & rb.TRANSACTIONAL_FLAG_MASK) != 0, counts, n, txn_bits),
-        "isControl": _flag_column((attrs & rb.CONTROL_FLAG_MASK) != 0, counts, n, control_bits),
+        "isTransactional": _flag_column((attrs & rb.TRANSACTIONAL_FLAG_MASK) != 0, counts, n),
+        "isControl": _flag_column((attrs & rb.CONTROL_FLAG_MASK) != 0, counts, n),
         "partitionLeaderEpoch": pa.array(leader_epoch),
         "deleteHorizonMs": horizon,
         "baseOffset": pa.array(base_offset),
@@ -432,9 +473,8 @@ def _headers_accel(buf, dbuf, b_src, counts, hdr_count, hdr_pos, nh: int, cap: i
     from . import records_accel as acc
 
     if nh == 0:
-        empty = pa.StructArray.from_arrays([pa.array([], pa.string()), pa.array([], pa.binary())],
-                                           fields=list(HEADER_TYPE))
-        return pa.ListArray.from_arrays(pa.array(np.zeros(n + 1, np.int32)), empty, type=HEADERS_TYPE)
+        return pa.ListArray.from_arrays(pa.array(_REPEATS.get(("zeros32",), n + 1, _zeros32)), _NO_HEADERS,
+                                        type=HEADERS_TYPE)
     rec_src = np.repeat(b_src, counts)
     list_off = np.empty(n + 1, np.int32)
     hk_off = np.empty(nh + 1, np.int32)

@@ -120,7 +120,8 @@ def native_functions() -> NativeFunctions:
     global _FOUND
     with _LOCK:
         if _FOUND is None:
-            if os.environ.get("KAFKALOG_NATIVE", "1") == "0":
+            if os.environ.get("KAFKALOG_NATIVE", "1") == "0" or ctypes.sizeof(ctypes.c_size_t) != 8:
+                # (the kernels lay out zstd's buffer structs and pass addresses as 64-bit words)
                 _FOUND = NativeFunctions()
             else:
                 lz4, lz4_path = _lz4()
