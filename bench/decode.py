@@ -850,7 +850,7 @@ def main(argv=None) -> int:
     ap.add_argument("--no-kafka-python", action="store_true")
     ap.add_argument("--no-rss", action="store_true")
     ap.add_argument("--profile", action="store_true", help="stage timers + cProfile of read_segment")
-    ap.add_argument("--profile-codecs", default="none,zstd")
+    ap.add_argument("--profile-codecs", default="none,lz4,snappy,zstd")
     ap.add_argument("--json", metavar="PATH", help="write the raw numbers here")
     ap.add_argument("--readme", metavar="PATH", help="write the tables into this markdown file's bench block")
     ap.add_argument("--rss-child", nargs=3, metavar=("MODE", "PATH", "WARM"), help=argparse.SUPPRESS)
