@@ -15,12 +15,11 @@ import os
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
-from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .compression import LZ4_MAGIC, XERIAL_HEADER_SIZE, XERIAL_MAGIC
 from .native import ZSTD_RESET_SESSION_ONLY, lz4_decompress_safe, zstd_dctx_reset, zstd_decompress_stream, zstd_is_error
-from .records_accel import copy_bytes
+from .records_accel import _be32, copy_bytes
 
 _CACHE = os.path.isfile(__file__)
 
@@ -47,30 +46,9 @@ _XERIAL_MAGIC_AS_LENGTH = int.from_bytes(XERIAL_MAGIC[:4], "big", signed=True)
 _SNAPPY_LITERAL, _SNAPPY_COPY1, _SNAPPY_COPY2, _SNAPPY_COPY4 = 0, 1, 2, 3
 
 
-def _fixed_copy(width):
-    @intrinsic
-    def copy(typingctx, dst, dst_offset, src, src_offset):
-        sig = types.void(dst, types.intp, src, types.intp)
-
-        def codegen(context, builder, signature, args):
-            d, d_off, s, s_off = args
-            dst_array = context.make_array(signature.args[0])(context, builder, d)
-            src_array = context.make_array(signature.args[2])(context, builder, s)
-            n = context.get_constant(types.intp, width)
-            cgutils.raw_memcpy(builder, builder.gep(dst_array.data, [d_off]), builder.gep(src_array.data, [s_off]),
-                               n, 1)
-            return context.get_dummy_value()
-
-        return sig, codegen
-    return copy
-
-
-# memcpy of a constant 8 bytes, and a 16-byte move: LLVM makes them single unaligned moves. The snappy
-# decoder copies short literals and matches with them ("wild copies" that may write up to 15 bytes
-# past the end of a copy, into buffer space that the next copy overwrites).
-_copy8 = _fixed_copy(8)
-
-
+# copy_bytes with a constant 8 is one unaligned 8-byte move once LLVM sees the constant; the snappy
+# decoder copies short literals and matches with such "wild" moves (which may write up to 15 bytes
+# past the end of a copy, into buffer space that the next copy overwrites). A 16-byte move:
 @intrinsic
 def _copy16_at(typingctx, dst_address, src_address):
     """16 bytes from one address to another (one unaligned 128-bit load and store)."""
@@ -89,12 +67,6 @@ def _copy16_at(typingctx, dst_address, src_address):
 # --- per-codec decoders (inlined into the window kernel) ---------------------------------------
 # Each returns (status, end of output); status is WIN_DONE, WIN_FALLBACK or WIN_SPACE (then the
 # second value is the number of output bytes needed from ``at``).
-
-@njit(cache=_CACHE, inline="always")
-def _be32(src, p):
-    return np.int32((np.uint32(src[p]) << 24) | (np.uint32(src[p + 1]) << 16) | (np.uint32(src[p + 2]) << 8)
-                    | np.uint32(src[p + 3]))
-
 
 @njit(cache=_CACHE, inline="always")
 def _le32(src, p):
@@ -247,7 +219,7 @@ def _snappy_block(src, s, e, dst, d, cap, room):
             # each 8-byte read ends at or before the write position: correct even when overlapping
             k = 0
             while k < ln:
-                _copy8(dst, d + k, dst, d - off + k)
+                copy_bytes(dst, d + k, dst, d - off + k, 8)
                 k += 8
         else:                                           # a pattern shorter than 8 bytes repeats
             for k in range(ln):
