@@ -35,6 +35,15 @@ class ReadOptions:
     engine: str = "auto"              # "python" (reference) or "accel" (numba)
     threads: int = 0                  # windows decoded at once; 0 = one per core (at most 4)
 
+    def __post_init__(self):
+        if self.on_corrupt not in ("raise", "stop"):
+            raise ValueError(f"on_corrupt must be 'raise' or 'stop', not {self.on_corrupt!r}")
+        for name in ("max_batch_bytes", "window_bytes"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
+        if self.threads < 0:
+            raise ValueError(f"threads must be 0 (one per core) or more, not {self.threads}")
+
 
 def partition_of(path) -> PartitionId:
     """Topic and partition from the folder a file sits in (``orders-3``); None outside one."""

@@ -8,7 +8,9 @@ import os
 import platform
 import random
 import struct
+import subprocess
 import sys
+import textwrap
 
 import cramjam
 import lz4.block
@@ -298,3 +300,113 @@ def test_corrupt_payloads_never_crash_and_match_the_reference(tmp_path_factory, 
         assert outcomes[0][1].equals(outcomes[1][1])
     else:
         assert outcomes[0] == outcomes[1]
+
+
+def _outcome(path, engine="accel", **options):
+    try:
+        return ("rows", segment.read_segment(path, engine=engine, **options).to_pylist())
+    except errors.KafkalogError as e:
+        return ("error", type(e).__name__, str(e), e.position)
+
+
+# --- found in review: each of these failed before its fix ------------------------------------------
+
+ZSTD_NOTHING = {
+    "empty-frame": zstandard.ZstdCompressor(write_content_size=False).compress(b""),
+    "skippable-frame-only": struct.pack("<II", 0x184D2A50, 3) + b"abc",
+}
+
+
+@pytest.mark.parametrize("case", sorted(ZSTD_NOTHING))
+def test_zstd_payload_without_output_raises_the_reference_error(tmp_path, without_native, case):
+    """(review) compression_accel._zstd returned WIN_DONE with 0 bytes where compression._unzstd raises
+    "zstd: no complete frame in the payload", so the accel reader raised another error."""
+    recs = _records(5)
+    path = _write(tmp_path, _with_payload(recs, codecs.ZSTD, ZSTD_NOTHING[case]))
+    without_native(False)
+    fast = _outcome(path)
+    without_native(True)
+    slow = _outcome(path)
+    ref = _outcome(path, engine="python")
+    assert slow == ref
+    assert fast == ref
+
+
+# --- limits the kernels must not trust ----------------------------------------------------------------
+
+def test_negative_max_batch_bytes_is_refused_and_the_zstd_kernel_survives_it(tmp_path):
+    """(review) _zstd once set ZSTD_outBuffer.size = min(cap, at + limit + 1): with limit <= -2 that is
+    ~2**64 as size_t, and zstd wrote past the 16 MiB workspace buffer (SIGSEGV). ReadOptions now
+    refuses a limit below 1, and the kernel itself falls back on a negative one (run in a
+    subprocess: a regression would kill the process)."""
+    with pytest.raises(ValueError, match="max_batch_bytes"):
+        segment.ReadOptions(max_batch_bytes=-2)
+    value = os.urandom(1000) * 1000                       # 1 MB, compresses well
+    recs = [rb.V2Record(i, i, None, value) for i in range(24)]   # 24 MB > the 16 MiB workspace buffer
+    path = _write(tmp_path, rb.encode_batch(recs, codec=codecs.ZSTD))
+    script = textwrap.dedent(f"""
+        import numpy as np
+        from kafkalog.format import compression_accel as ca
+        from kafkalog.format.native import ZSTD_CONTEXTS, native_functions
+        nat = native_functions()
+        buf = np.fromfile({str(path)!r}, np.uint8)
+        start, end = 61, len(buf)
+        dst = np.zeros(16 << 20, np.uint8)
+        dctx = ZSTD_CONTEXTS.acquire(nat)
+        fns = np.array([nat.zstd_decompress_stream, nat.zstd_dctx_reset, nat.zstd_is_error], np.uintp)
+        st, r = ca._zstd(buf, start, end, dst, 0, -2, fns, np.uintp(dctx), np.zeros(6, np.uint64))
+        print(st == ca.WIN_FALLBACK)
+    """)
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert run.returncode == 0, f"kernel crashed: returncode {run.returncode}\n{run.stderr[-2000:]}"
+    assert run.stdout.split() == ["True"]
+
+
+def test_lz4_stored_block_of_size_zero_is_the_end_mark_like_kafka(tmp_path, without_native):
+    """(review) Kafka's Lz4BlockInputStream.readBlock masks the 'uncompressed' bit before testing for
+    the end mark, as liblz4's LZ4F_decompress does: 0x80000000 ends the frame. Both of our decoders
+    tested the unmasked word and read on past it."""
+    recs = _records(20)
+    frame = codecs.compress(codecs.LZ4, _region(recs))
+    assert frame[-4:] == b"\0\0\0\0"
+    payload = frame[:-4] + struct.pack("<I", 0x80000000) + b"junk"
+    path = _write(tmp_path, _with_payload(recs, codecs.LZ4, payload))
+    expected = segment.read_segment(_write(tmp_path, rb.encode_batch(recs, codec=codecs.LZ4), name="good-0"))
+    without_native(False)
+    table = segment.read_segment(path, engine="accel")
+    assert table.column("value").equals(expected.column("value"))
+    assert table.num_rows == 20
+
+
+def test_xerial_stream_version_below_1_is_rejected_like_snappy_java(tmp_path, without_native):
+    """(review) snappy-java's SnappyInputStream.readHeader refuses a xerial header whose version is
+    below MINIMUM_COMPATIBLE_VERSION (1); we checked only the magic, so the batch decoded where
+    Kafka's consumer fails. Both engines now refuse it."""
+    recs = _records(20)
+    good = codecs.compress(codecs.SNAPPY, _region(recs))
+    payload = codecs.XERIAL_MAGIC + struct.pack(">ii", 0, 0) + good[codecs.XERIAL_HEADER_SIZE:]
+    path = _write(tmp_path, _with_payload(recs, codecs.SNAPPY, payload))
+    for engine in ("accel", "python"):
+        without_native(False)
+        with pytest.raises(errors.DecompressionError, match="version 0"):
+            segment.read_segment(path, engine=engine)
+
+
+def test_kafkalog_native_0_hands_snappy_to_the_reference_codec(tmp_path, without_native, monkeypatch):
+    """(review) KAFKALOG_NATIVE=0 left the numba snappy decoder on, so the "without native" leg of
+    these tests checked the same snappy code as the "with native" one."""
+    from kafkalog.format import decoder
+
+    calls = []
+    real = decoder.decompress_into
+
+    def counting(codec, *args, **kwargs):
+        calls.append(codec)
+        return real(codec, *args, **kwargs)
+
+    monkeypatch.setattr(decoder, "decompress_into", counting)
+    path = _write(tmp_path, rb.encode_batch(_records(20), codec=codecs.SNAPPY))
+    without_native(True)
+    assert segment.read_segment(path, engine="accel").num_rows == 20
+    assert calls == [codecs.SNAPPY]

@@ -172,6 +172,9 @@ def _gunzip(data, out: OutputBuffer, at: int, max_bytes: int) -> int:
 def _unsnappy(data, out: OutputBuffer, at: int, max_bytes: int) -> int:
     if len(data) < XERIAL_HEADER_SIZE or bytes(data[:8]) != XERIAL_MAGIC:
         return _raw_snappy(data, out, at, max_bytes)            # producers that wrote raw snappy
+    (version,) = struct.unpack_from(">i", data, 8)
+    if version < 1:     # SnappyInputStream.readHeader: "compressed with an incompatible codec version"
+        raise DecompressionError(f"snappy: xerial stream has version {version}, below the minimum compatible 1")
     start = at
     pos = XERIAL_HEADER_SIZE
     end = len(data)
@@ -278,9 +281,9 @@ def _lz4_blocks(data, pos: int, out: OutputBuffer, at: int, max_bytes: int, bloc
             raise DecompressionError("lz4: frame ends without an end mark")
         (word,) = _U32.unpack_from(data, pos)
         pos += 4
-        if word == 0:
-            return at
         size = word & ~LZ4_BLOCK_UNCOMPRESSED
+        if size == 0:
+            return at       # the end mark: Kafka's Lz4BlockInputStream masks bit 31 before testing for it
         if size > block_max:
             raise DecompressionError(f"lz4: block of {size} bytes exceeds the frame's {block_max}")
         if pos + size > end:

@@ -92,9 +92,9 @@ def _lz4_frame(src, s, e, dst, at, limit, lz4_fn):
             return WIN_FALLBACK, 0                      # no end mark
         word = _le32(src, p)
         p += 4
-        if word == 0:
-            return WIN_DONE, d
         size = np.int64(word & np.uint32(0x7FFFFFFF))
+        if size == 0:
+            return WIN_DONE, d                          # the end mark, with or without bit 31 (as Kafka reads it)
         if size > LZ4_BLOCK_MAX or p + size > e:
             return WIN_FALLBACK, 0
         if word & np.uint32(LZ4_BLOCK_UNCOMPRESSED):
@@ -246,6 +246,8 @@ def _snappy(src, s, e, dst, at, limit):
         if st == WIN_SPACE:
             return st, r - at
         return st, r
+    if _be32(src, s + 8) < 1:
+        return WIN_FALLBACK, 0                          # snappy-java refuses versions below 1
     p = s + XERIAL_HEADER_SIZE
     d = at
     while p + 4 <= e:
@@ -270,7 +272,7 @@ def _zstd(src, s, e, dst, at, limit, fns, dctx, io):
     """zstd frames [s, e) → dst[at:], through ZSTD_decompressStream (Java's frames carry no content
     size). ``io`` is scratch for ZSTD_inBuffer {src, size, pos} and ZSTD_outBuffer {dst, size, pos}."""
     stream_fn, reset_fn, is_error_fn = fns[0], fns[1], fns[2]
-    if e == s:
+    if e == s or limit < 0:
         return WIN_FALLBACK, 0
     cap = dst.shape[0]
     out_cap = min(cap, at + limit + 1)                  # one byte past the limit tells "too big"
@@ -293,6 +295,8 @@ def _zstd(src, s, e, dst, at, limit, fns, dctx, io):
         if d - at > limit:
             return WIN_FALLBACK, 0                      # too big: the reference path raises
         if r == 0 and io[2] == io[1]:
+            if d == at:
+                return WIN_FALLBACK, 0                  # no output at all: the reference path says why
             return WIN_DONE, d                          # every frame read and flushed
         if d == out_cap:
             if out_cap < cap:
@@ -304,10 +308,11 @@ def _zstd(src, s, e, dst, at, limit, fns, dctx, io):
 
 @njit(cache=_CACHE, nogil=True)
 def decompress_window_kernel(buf, codec, counts, starts, ends, b, budget, total, dbuf, at, b_src, b_start,
-                             b_end, max_batch_bytes, lz4_fn, zstd_fns, dctx, io):
+                             b_end, max_batch_bytes, lz4_fn, zstd_fns, dctx, io, snappy_on):
     """Batches b.. of a window: uncompressed ones are used in place, compressed ones decompressed into
     ``dbuf`` from ``at`` (b_src 1, [b_start, b_end) set). Stops at the window's ``budget`` of record
     bytes (the first batch always fits) or at a batch it cannot do.
+    A codec whose function address is 0 (or snappy, when ``snappy_on`` is false) falls back.
     Returns (status, batch index, at, total, need)."""
     nb = codec.shape[0]
     while b < nb:
@@ -328,7 +333,7 @@ def decompress_window_kernel(buf, codec, counts, starts, ends, b, budget, total,
             continue
         if c == LZ4 and lz4_fn != 0:
             st, r = _lz4_frame(buf, s, e, dbuf, at, max_batch_bytes, lz4_fn)
-        elif c == SNAPPY:
+        elif c == SNAPPY and snappy_on:
             st, r = _snappy(buf, s, e, dbuf, at, max_batch_bytes)
         elif c == ZSTD and dctx != 0:
             st, r = _zstd(buf, s, e, dbuf, at, max_batch_bytes, zstd_fns, dctx, io)

@@ -440,7 +440,7 @@ def _decompress_window(buf, h: HeaderArrays, codec, b_src, b_start, b_end, out: 
         while b < nb:
             status, b, at, total, need = ca.decompress_window_kernel(
                 buf, codec, counts, b_start, b_end, b, budget, total, out.array, at, b_src, b_start, b_end,
-                max_batch_bytes, np.uintp(native.lz4_decompress_safe), zstd_fns, np.uintp(dctx), io)
+                max_batch_bytes, np.uintp(native.lz4_decompress_safe), zstd_fns, np.uintp(dctx), io, native.enabled)
             if status == ca.WIN_DONE:
                 break
             if status == ca.WIN_BUDGET:
@@ -465,7 +465,7 @@ def _decompress_window(buf, h: HeaderArrays, codec, b_src, b_start, b_end, out: 
             at = end
             b += 1
     finally:
-        ZSTD_CONTEXTS.release(dctx)
+        ZSTD_CONTEXTS.release(native, dctx)
     return nb, at
 
 

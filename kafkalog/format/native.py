@@ -15,7 +15,7 @@ import importlib.util
 import os
 import threading
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 from llvmlite import ir
 from numba import types
@@ -33,8 +33,10 @@ class NativeFunctions:
     zstd_dctx_reset: int = 0              # size_t (ZSTD_DCtx*, ZSTD_ResetDirective)
     zstd_is_error: int = 0                # unsigned (size_t)
     zstd_create_dctx: int = 0
+    zstd_free_dctx: int = 0
     crc32c_update: int = 0                # uint32_t (uint32_t crc, const unsigned char* buf, size_t len)
     sources: tuple = ()                   # (what, file) pairs, for diagnostics
+    enabled: bool = False                 # false when KAFKALOG_NATIVE=0: kernels leave every codec to Python
 
 
 def _extension_file(module: str) -> Optional[str]:
@@ -83,15 +85,16 @@ def _lz4():
 
 def _zstd():
     """zstandard's CFFI backend exports libzstd's API (its C backend does not); then the system's."""
-    names = ("ZSTD_decompressStream", "ZSTD_DCtx_reset", "ZSTD_isError", "ZSTD_createDCtx", "ZSTD_versionNumber")
+    names = ("ZSTD_decompressStream", "ZSTD_DCtx_reset", "ZSTD_isError", "ZSTD_createDCtx", "ZSTD_freeDCtx",
+             "ZSTD_versionNumber")
     for path in (_extension_file("zstandard._cffi"), ctypes.util.find_library("zstd")):
         lib = _open(path)
         if lib is None or not all(_address(lib, n) for n in names):
             continue
         lib.ZSTD_versionNumber.restype = ctypes.c_uint
         if lib.ZSTD_versionNumber() >= ZSTD_MIN_VERSION:
-            return tuple(_address(lib, n) for n in names[:4]) + (path,)
-    return 0, 0, 0, 0, ""
+            return tuple(_address(lib, n) for n in names[:5]) + (path,)
+    return 0, 0, 0, 0, 0, ""
 
 
 def _crc32c():
@@ -125,10 +128,10 @@ def native_functions() -> NativeFunctions:
                 _FOUND = NativeFunctions()
             else:
                 lz4, lz4_path = _lz4()
-                stream, reset, is_error, create, zstd_path = _zstd()
+                stream, reset, is_error, create, free, zstd_path = _zstd()
                 crc, crc_path = _crc32c()
-                _FOUND = NativeFunctions(lz4, stream, reset, is_error, create, crc,
-                                         (("lz4", lz4_path), ("zstd", zstd_path), ("crc32c", crc_path)))
+                _FOUND = NativeFunctions(lz4, stream, reset, is_error, create, free, crc,
+                                         (("lz4", lz4_path), ("zstd", zstd_path), ("crc32c", crc_path)), True)
         return _FOUND
 
 
@@ -141,24 +144,33 @@ def reset_native_functions() -> None:
 
 class ZstdContexts:
     """zstd decompression contexts, one per concurrent window: a context is not thread-safe, and a
-    reader's worker threads come and go with each call, so contexts are pooled, not per thread."""
+    reader's worker threads come and go with each call, so contexts are pooled, not per thread.
+    Pooled per library (a context goes back to the library that made it); at most KEEP kept each."""
+
+    KEEP = 8
 
     def __init__(self):
-        self._free: List[int] = []
+        self._free: Dict[int, List[int]] = {}
         self._lock = threading.Lock()
 
     def acquire(self, native: NativeFunctions) -> int:
-        with self._lock:
-            if self._free:
-                return self._free.pop()
         if not native.zstd_create_dctx:
             return 0
+        with self._lock:
+            free = self._free.get(native.zstd_create_dctx)
+            if free:
+                return free.pop()
         return ctypes.CFUNCTYPE(ctypes.c_void_p)(native.zstd_create_dctx)() or 0
 
-    def release(self, dctx: int) -> None:
+    def release(self, native: NativeFunctions, dctx: int) -> None:
         if dctx:
             with self._lock:
-                self._free.append(dctx)
+                free = self._free.setdefault(native.zstd_create_dctx, [])
+                if len(free) < self.KEEP:
+                    free.append(dctx)
+                    return
+            if native.zstd_free_dctx:
+                ctypes.CFUNCTYPE(ctypes.c_size_t, ctypes.c_void_p)(native.zstd_free_dctx)(dctx)
 
 
 ZSTD_CONTEXTS = ZstdContexts()
