@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import argparse
 import time
-import uuid
 from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
@@ -59,10 +58,9 @@ from kafkalog.errors import KafkalogError
 from kafkalog.logdir import parse_partition_dir_name
 
 from . import delta_tables
-from .job import (EXIT_OK, EXIT_PARTIAL, add_config_arguments, base_parser, load_job_configs,
-                  locked_log_dirs, now_ms, parse_time_ms, progress, resolve_log_dirs, UsageError,
-                  write_report)
-from .partitions import folders_frame, list_partition_folders, topic_of_folder
+from .job import (EXIT_OK, EXIT_PARTIAL, add_config_arguments, base_parser, locked_log_dirs, parse_time_ms,
+                  progress, start_job, UsageError, write_report)
+from .partitions import folders_frame, partition_folders_of, topics_option
 from .session import build_session
 
 JOB = "compact"
@@ -558,20 +556,14 @@ def _explain_text(topic: str, partition: int, offset: int, partitions: List[dict
 
 
 def main(argv: Sequence[str], *, spark=None) -> int:
-    args = build_parser().parse_args(argv)
-    configs = load_job_configs(args)
-    log_dirs = resolve_log_dirs(args, configs)
-    now = args.now_ms if args.now_ms is not None else now_ms()
-    run_id, run_at, started = uuid.uuid4().hex, now_ms(), time.monotonic()
-    topics = None if not args.topics else {t for t in args.topics.split(",") if t}
+    args, configs, log_dirs, now, run_id, run_at, started = start_job(build_parser(), argv)
+    topics = topics_option(args.topics)
     if topics is not None and not topics:
         raise UsageError("--topics names no topic")
 
     note = "dry run only — a real run refuses it"
     with locked_log_dirs(log_dirs, modifying=not args.dry_run, read_only_note=note) as (usable, refused):
-        folders = list_partition_folders(usable)
-        if topics is not None:
-            folders = [f for f in folders if topic_of_folder(f[1]) in topics]
+        folders = partition_folders_of(usable, topics)
         spark = spark or build_session(f"kafkalog-{JOB}", master=args.master)
         progress(f"planning compaction of {len(folders)} folders in {len(usable)} log dir(s) as of {now}")
         plans = plan_partitions(spark, folders, configs=configs, now=now)

@@ -13,10 +13,11 @@ import json
 import os
 import sys
 import time
+import uuid
 from contextlib import ExitStack, contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Callable, NamedTuple, Optional, Sequence
 
 from kafkalog.checkpoint import atomic_write
 from kafkalog.cli import _non_negative_int as _non_negative  # noqa: F401 - the jobs' argument type too
@@ -107,6 +108,31 @@ def resolve_log_dirs(args, configs: Optional[KafkaConfigs] = None) -> list[Path]
             raise UsageError(f"log dir {d} is given twice")
         paths.append(path)
     return paths
+
+
+class JobStart(NamedTuple):
+    """What a log-dir job works out before it touches a log dir."""
+    args: argparse.Namespace
+    configs: KafkaConfigs
+    log_dirs: list
+    now: int               # --now-ms when the job has it and it was given, else the clock
+    run_id: str
+    run_at: int            # wall clock at the start, ms
+    started: float         # time.monotonic() at the start, for the report's duration
+
+
+def start_job(parser: argparse.ArgumentParser, argv: Sequence[str], check=None) -> JobStart:
+    """Parse ``argv`` (then ``check(args)``, which raises UsageError), load the configs and resolve
+    the log dirs."""
+    args = parser.parse_args(argv)
+    if check is not None:
+        check(args)
+    configs = load_job_configs(args)
+    log_dirs = resolve_log_dirs(args, configs)
+    run_at = now_ms()
+    now = getattr(args, "now_ms", None)
+    return JobStart(args, configs, log_dirs, run_at if now is None else now, uuid.uuid4().hex, run_at,
+                    time.monotonic())
 
 
 @contextmanager

@@ -37,6 +37,17 @@ def topic_of_folder(folder: str):
         return None
 
 
+def topics_option(text: str | None) -> set[str] | None:
+    """A job's ``--topics a,b`` as a set; None when it was not given (every topic)."""
+    return None if not text else {t for t in text.split(",") if t}
+
+
+def partition_folders_of(log_dirs: Iterable[os.PathLike | str], topics: set[str] | None) -> list[tuple[str, str]]:
+    """list_partition_folders, keeping only the folders of ``topics`` when it is given."""
+    folders = list_partition_folders(log_dirs)
+    return folders if topics is None else [f for f in folders if topic_of_folder(f[1]) in topics]
+
+
 def folders_frame(spark, folders: Sequence[tuple[str, str]], *, tasks: int | None = None):
     """A DataFrame of folders, sliced so every core gets work (a few folders per task)."""
     from pyspark.sql.pandas.types import from_arrow_schema

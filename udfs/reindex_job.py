@@ -13,7 +13,6 @@ after its cut bytes are saved beside it (``corrupt-tail-<base>-at-<position>.bin
 from __future__ import annotations
 
 import time
-import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Optional, Sequence
@@ -25,8 +24,8 @@ from kafkalog.logdir import parse_partition_dir_name
 from kafkalog.reindex import ERROR, REINDEX_SCHEMA, partition_error_row, reindex_partition
 
 from . import delta_tables
-from .job import (EXIT_OK, EXIT_PARTIAL, add_config_arguments, base_parser, load_job_configs,
-                  locked_log_dirs, now_ms, progress, resolve_log_dirs, UsageError, write_report)
+from .job import (EXIT_OK, EXIT_PARTIAL, add_config_arguments, base_parser, locked_log_dirs, progress, start_job,
+                  UsageError, write_report)
 from .partitions import folders_frame, list_partition_folders, map_folders
 from .session import build_session
 
@@ -99,14 +98,14 @@ def summarize(rows: list[dict]) -> dict:
     )
 
 
-def main(argv: Sequence[str], *, spark=None) -> int:
-    args = build_parser().parse_args(argv)
+def _check_arguments(args) -> None:
     if args.verify_only and args.truncate_corrupt_tail:
         raise UsageError("--truncate-corrupt-tail modifies the log; it cannot be combined with --verify-only")
-    configs = load_job_configs(args)
-    log_dirs = resolve_log_dirs(args, configs)
+
+
+def main(argv: Sequence[str], *, spark=None) -> int:
+    args, configs, log_dirs, _, run_id, run_at, started = start_job(build_parser(), argv, _check_arguments)
     modifying = not args.verify_only
-    run_id, run_at, started = uuid.uuid4().hex, now_ms(), time.monotonic()
 
     note = "verifying only what is on disk now"
     with locked_log_dirs(log_dirs, modifying=modifying, read_only_note=note) as (usable, refused):

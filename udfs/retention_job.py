@@ -12,7 +12,6 @@ while it works (a broker cannot start on the dir meanwhile); the per-partition w
 from __future__ import annotations
 
 import time
-import uuid
 from typing import Optional, Sequence
 
 import pyarrow as pa
@@ -22,10 +21,10 @@ from kafkalog.retention_run import (ERROR, OUTCOME_SCHEMA, finish_log_dir, publi
                                     retention_summary)
 
 from . import delta_tables
-from .job import (EXIT_OK, EXIT_PARTIAL, _non_negative, add_config_arguments, base_parser, load_job_configs,
-                  locked_log_dirs, now_ms, parse_time_ms, progress, resolve_log_dirs, write_report)
-from .partitions import (cached_checkpoints, folders_frame, list_partition_folders, map_folders, spark_arrow_schema,
-                         topic_of_folder)
+from .job import (EXIT_OK, EXIT_PARTIAL, _non_negative, add_config_arguments, base_parser, locked_log_dirs,
+                  parse_time_ms, progress, start_job, write_report)
+from .partitions import (cached_checkpoints, folders_frame, map_folders, partition_folders_of, spark_arrow_schema,
+                         topics_option)
 from .session import build_session
 
 JOB = "retention"
@@ -106,18 +105,12 @@ def audit_rows(outcomes: list[dict], *, run_id: str, run_at: int, now: int, exec
 
 
 def main(argv: Sequence[str], *, spark=None) -> int:
-    args = build_parser().parse_args(argv)
-    configs = load_job_configs(args)
-    log_dirs = resolve_log_dirs(args, configs)
-    now = args.now_ms if args.now_ms is not None else now_ms()
-    run_id, run_at, started = uuid.uuid4().hex, now_ms(), time.monotonic()
-    topics = None if not args.topics else {t for t in args.topics.split(",") if t}
+    args, configs, log_dirs, now, run_id, run_at, started = start_job(build_parser(), argv)
+    topics = topics_option(args.topics)
 
     note = "planning only — --execute will refuse it"
     with locked_log_dirs(log_dirs, modifying=bool(args.execute), read_only_note=note) as (usable, refused):
-        folders = list_partition_folders(usable)
-        if topics is not None:
-            folders = [f for f in folders if topic_of_folder(f[1]) in topics]
+        folders = partition_folders_of(usable, topics)
         spark = spark or build_session(f"kafkalog-{JOB}", master=args.master)
         progress(f"{'applying' if args.execute else 'planning'} retention for {len(folders)} folders "
                  f"in {len(usable)} log dir(s) as of {now}")
