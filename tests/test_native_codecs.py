@@ -410,3 +410,34 @@ def test_kafkalog_native_0_hands_snappy_to_the_reference_codec(tmp_path, without
     without_native(True)
     assert segment.read_segment(path, engine="accel").num_rows == 20
     assert calls == [codecs.SNAPPY]
+
+
+@pytest.mark.parametrize("cut", [1, 4, 700, 5000])
+def test_truncated_zstd_frame_is_an_error_like_zstd_jni(tmp_path, without_native, cut):
+    """zstd's stream decoder stops quietly where its input ends, so a frame cut short decoded partially
+    and the record walk failed later with another error; Kafka's zstd-jni stream raises on a
+    truncated source. Every engine now raises DecompressionError at the batch."""
+    rnd = random.Random(cut)
+    recs = [rb.V2Record(i, i, None, bytes(rnd.getrandbits(8) for _ in range(100)) + b"x" * 100)
+            for i in range(100)]
+    payload = codecs.compress(codecs.ZSTD, _region(recs))
+    path = _write(tmp_path, _with_payload(recs, codecs.ZSTD, payload[:-cut]))
+    for engine, off in (("accel", False), ("accel", True), ("python", False)):
+        without_native(off)
+        with pytest.raises(errors.DecompressionError, match="truncated source|no complete frame") as e:
+            segment.read_segment(path, engine=engine)
+        assert e.value.position == 0
+
+
+def test_zstd_frame_walk_accepts_every_complete_framing():
+    """The truncation check walks headers only: checksums, content sizes, skippable frames and
+    several frames must all pass through."""
+    region = _region(_records(200, value_size=300))
+    framings = [codecs.compress(codecs.ZSTD, region),
+                zstandard.ZstdCompressor(write_checksum=True, write_content_size=True).compress(region),
+                struct.pack("<II", 0x184D2A5F, 4) + b"skip" + zstandard.ZstdCompressor(level=1).compress(region),
+                zstandard.ZstdCompressor().compress(region[:999]) + zstandard.ZstdCompressor().compress(region[999:])]
+    for payload in framings:
+        assert codecs._zstd_truncated_frame(payload) is None
+        assert codecs.decompress(codecs.ZSTD, payload) == region
+        assert codecs._zstd_truncated_frame(payload[:-1]) is not None

@@ -313,6 +313,50 @@ def _zstd_dctx() -> zstandard.ZstdDecompressor:
     return dctx
 
 
+ZSTD_FRAME_MAGIC = 0xFD2FB528
+ZSTD_SKIPPABLE_MASK, ZSTD_SKIPPABLE_MAGIC = 0xFFFFFFF0, 0x184D2A50
+_ZSTD_DICT_ID_SIZES = (0, 1, 2, 4)
+_ZSTD_BLOCK_RLE, _ZSTD_BLOCK_RESERVED = 1, 3
+
+
+def _zstd_truncated_frame(data) -> Optional[int]:
+    """Where a zstd frame starts that the payload ends inside of, or None. Walks frame headers and
+    block headers only (RFC 8878 §3.1): the stream decoder stops quietly at the end of its input,
+    where Kafka's zstd-jni stream fails on a truncated source."""
+    end = len(data)
+    pos = 0
+    while pos + 4 <= end:
+        start = pos
+        (magic,) = _U32.unpack_from(data, pos)
+        if magic & ZSTD_SKIPPABLE_MASK == ZSTD_SKIPPABLE_MAGIC:
+            if pos + 8 > end:
+                return start
+            pos += 8 + _U32.unpack_from(data, pos + 4)[0]
+        elif magic == ZSTD_FRAME_MAGIC:
+            if pos + 5 > end:
+                return start
+            fhd = data[pos + 4]
+            single_segment = (fhd >> 5) & 1
+            fcs_size = (1 if single_segment else 0, 2, 4, 8)[fhd >> 6]
+            pos += 5 + (0 if single_segment else 1) + _ZSTD_DICT_ID_SIZES[fhd & 3] + fcs_size
+            while True:
+                if pos + 3 > end:
+                    return start
+                header = data[pos] | (data[pos + 1] << 8) | (data[pos + 2] << 16)
+                kind = (header >> 1) & 3
+                if kind == _ZSTD_BLOCK_RESERVED:
+                    return None                     # corrupt, not truncated: zstd itself says so
+                pos += 3 + (1 if kind == _ZSTD_BLOCK_RLE else header >> 3)
+                if header & 1:                      # last block
+                    break
+            pos += 4 if (fhd >> 2) & 1 else 0       # content checksum
+        else:
+            return None                             # not a frame: zstd itself reports that
+        if pos > end:
+            return start
+    return None
+
+
 def _unzstd(data, out: OutputBuffer, at: int, max_bytes: int) -> int:
     start = at
     try:
@@ -329,6 +373,9 @@ def _unzstd(data, out: OutputBuffer, at: int, max_bytes: int) -> int:
         raise DecompressionError(f"zstd: {e}") from None
     if at == start and len(data):
         raise DecompressionError("zstd: no complete frame in the payload")
+    cut = _zstd_truncated_frame(data)
+    if cut is not None:
+        raise DecompressionError(f"zstd: the payload ends inside the frame at payload byte {cut} (truncated source)")
     return at
 
 
