@@ -587,10 +587,8 @@ def main(argv: Sequence[str], *, spark=None) -> int:
     audit = None
     if args.audit and partitions:
         rows = audit_rows(partitions, run_id=run_id, run_at=run_at, now=now, dry_run=args.dry_run)
-        df = spark.createDataFrame(pa.Table.from_pylist(rows, schema=AUDIT_SCHEMA))
-        audit = delta_tables.write_table(df, args.audit, mode=delta_tables.APPEND, engine=args.delta_engine,
-                                         metadata={"job": JOB, "run_id": run_id,
-                                                   "dry_run": str(args.dry_run).lower()}).to_dict()
+        audit = delta_tables.append_rows(spark, rows, AUDIT_SCHEMA, args.audit, engine=args.delta_engine,
+                                         metadata={"job": JOB, "run_id": run_id, "dry_run": str(args.dry_run).lower()})
         progress(f"{len(rows)} partition rows appended to {args.audit} (Delta version {audit['version']})")
     summary = _summary(partitions)
     summary.update(log_dirs_refused=refused, dry_run=bool(args.dry_run), now_ms=now,

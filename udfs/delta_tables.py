@@ -72,6 +72,16 @@ def write_table(df, path: os.PathLike | str, *, mode: str = APPEND, engine: str 
     return _write_with_delta_rs(df, path, mode=mode, metadata=metadata)
 
 
+def append_rows(spark, rows, schema, path: os.PathLike | str, *, engine: str = AUTO,
+                metadata: Optional[Mapping[str, str]] = None) -> dict:
+    """Append rows (dicts shaped by the Arrow ``schema``) to the Delta table at ``path``: what a job's
+    audit or results table takes. Returns the write as a report entry."""
+    import pyarrow as pa
+
+    df = spark.createDataFrame(pa.Table.from_pylist(list(rows), schema=schema))
+    return write_table(df, path, mode=APPEND, engine=engine, metadata=metadata).to_dict()
+
+
 def _write_with_delta_rs(df, path: str, *, mode: str, metadata: Mapping[str, str]) -> WriteResult:
     import pyarrow.parquet as pq
     from deltalake import DeltaTable, Schema

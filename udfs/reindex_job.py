@@ -124,12 +124,10 @@ def main(argv: Sequence[str], *, spark=None) -> int:
     results = None
     if args.results and rows:
         spark = spark or build_session(f"kafkalog-{JOB}", master=args.master)
-        table = pa.Table.from_pylist([dict(r, run_id=run_id, run_at=run_at, verify_only=args.verify_only)
-                                      for r in rows], schema=RESULTS_SCHEMA)
-        results = delta_tables.write_table(spark.createDataFrame(table), args.results, mode=delta_tables.APPEND,
-                                           engine=args.delta_engine,
-                                           metadata={"job": JOB, "run_id": run_id,
-                                                     "verify_only": str(args.verify_only).lower()}).to_dict()
+        results = delta_tables.append_rows(
+            spark, (dict(r, run_id=run_id, run_at=run_at, verify_only=args.verify_only) for r in rows),
+            RESULTS_SCHEMA, args.results, engine=args.delta_engine,
+            metadata={"job": JOB, "run_id": run_id, "verify_only": str(args.verify_only).lower()})
         progress(f"{len(rows)} rows appended to {args.results} (Delta version {results['version']})")
 
     summary = summarize(rows)

@@ -131,10 +131,9 @@ def main(argv: Sequence[str], *, spark=None) -> int:
     if args.audit and outcomes:
         rows = audit_rows(outcomes, run_id=run_id, run_at=run_at, now=now, executed=args.execute)
         if rows:
-            df = spark.createDataFrame(pa.Table.from_pylist(rows, schema=AUDIT_SCHEMA))
-            audit = delta_tables.write_table(df, args.audit, mode=delta_tables.APPEND, engine=args.delta_engine,
+            audit = delta_tables.append_rows(spark, rows, AUDIT_SCHEMA, args.audit, engine=args.delta_engine,
                                              metadata={"job": JOB, "run_id": run_id,
-                                                       "executed": str(args.execute).lower()}).to_dict()
+                                                       "executed": str(args.execute).lower()})
             progress(f"{len(rows)} decisions appended to {args.audit} (Delta version {audit['version']})")
 
     summary = retention_summary(outcomes)
