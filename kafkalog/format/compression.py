@@ -37,7 +37,7 @@ XERIAL_MAGIC = b"\x82SNAPPY\x00"
 XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
 XERIAL_HEADER_SIZE = 16
 XERIAL_BLOCK_SIZE = 32 * 1024
-_XERIAL_MAGIC_AS_LENGTH = struct.unpack(">i", XERIAL_MAGIC[:4])[0]
+XERIAL_MAGIC_AS_LENGTH = struct.unpack(">i", XERIAL_MAGIC[:4])[0]
 
 # LZ4 frame (Kafka's Lz4BlockOutputStream / Lz4BlockInputStream), little-endian fields.
 LZ4_MAGIC = b"\x04\x22\x4d\x18"
@@ -180,7 +180,7 @@ def _unsnappy(data, out: OutputBuffer, at: int, max_bytes: int) -> int:
     end = len(data)
     while pos + 4 <= end:
         (length,) = struct.unpack_from(">i", data, pos)
-        if length == _XERIAL_MAGIC_AS_LENGTH:
+        if length == XERIAL_MAGIC_AS_LENGTH:
             if bytes(data[pos:pos + 8]) != XERIAL_MAGIC:
                 break          # snappy-java ends the stream here
             if pos + XERIAL_HEADER_SIZE > end:
@@ -226,13 +226,13 @@ def _lz4_hc(descriptor: bytes) -> int:
 
 
 # The frame header Kafka's producers write (FLG 0x60, BD 0x40), with the correct and the magic-0 checksum.
-_KAFKA_LZ4_HEADER = LZ4_MAGIC + bytes([LZ4_FLG, LZ4_BD, 0x82])
+KAFKA_LZ4_HEADER = LZ4_MAGIC + bytes([LZ4_FLG, LZ4_BD, 0x82])
 _KAFKA_LZ4_HEADER_V0 = LZ4_MAGIC + bytes([LZ4_FLG, LZ4_BD, 0x1A])
 
 
 def _unlz4(data, out: OutputBuffer, at: int, max_bytes: int, magic: int) -> int:
     head = bytes(data[:7])
-    if head == _KAFKA_LZ4_HEADER or (magic == 0 and head == _KAFKA_LZ4_HEADER_V0):
+    if head == KAFKA_LZ4_HEADER or (magic == 0 and head == _KAFKA_LZ4_HEADER_V0):
         return _lz4_blocks(data, 7, out, at, max_bytes, LZ4_BLOCK_SIZES[4])    # the usual frame: no parsing
     if len(data) < 7 or head[:4] != LZ4_MAGIC:
         raise DecompressionError("lz4: payload does not start with the LZ4 frame magic 04 22 4D 18")

@@ -17,7 +17,8 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-from .compression import LZ4_MAGIC, XERIAL_HEADER_SIZE, XERIAL_MAGIC
+from .compression import (KAFKA_LZ4_HEADER, LZ4, LZ4_BLOCK_SIZES, LZ4_BLOCK_UNCOMPRESSED, NONE, SNAPPY,
+                          XERIAL_HEADER_SIZE, XERIAL_MAGIC, XERIAL_MAGIC_AS_LENGTH, ZSTD)
 from .native import ZSTD_RESET_SESSION_ONLY, lz4_decompress_safe, zstd_dctx_reset, zstd_decompress_stream, zstd_is_error
 from .records_accel import _be32, copy_bytes
 
@@ -29,18 +30,14 @@ WIN_BUDGET = 1      # batch b would take the window past its budget: the window 
 WIN_FALLBACK = 2    # batch b needs the reference path (unusual framing, or an error to report)
 WIN_SPACE = 3       # batch b needs ``need`` more bytes of output buffer than are left
 
-NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
-
-# Kafka's LZ4 frame: magic, FLG 0x60 (version 1, independent blocks, no checksums, no content
-# size), BD 0x40 (64 KiB blocks), header checksum 0x82; then blocks (uint32 LE size, bit 31 set
-# when stored uncompressed) up to a zero end mark.
-KAFKA_LZ4_HEADER = np.frombuffer(LZ4_MAGIC + bytes([0x60, 0x40, 0x82]), dtype=np.uint8)
-LZ4_HEADER_SIZE = 7
-LZ4_BLOCK_MAX = 64 << 10
-LZ4_BLOCK_UNCOMPRESSED = 0x80000000
+# Kafka's LZ4 frame as its producers write it (compression.KAFKA_LZ4_HEADER: FLG 0x60, BD 0x40 for
+# 64 KiB blocks, no checksums, no content size), then blocks (uint32 LE size, bit 31 set when stored
+# uncompressed) up to a zero end mark.
+KAFKA_LZ4_HEADER_BYTES = np.frombuffer(KAFKA_LZ4_HEADER, dtype=np.uint8)
+LZ4_HEADER_SIZE = len(KAFKA_LZ4_HEADER)
+LZ4_BLOCK_MAX = LZ4_BLOCK_SIZES[4]
 
 XERIAL = np.frombuffer(XERIAL_MAGIC, dtype=np.uint8)
-_XERIAL_MAGIC_AS_LENGTH = int.from_bytes(XERIAL_MAGIC[:4], "big", signed=True)
 
 # snappy tags (low two bits of a tag byte)
 _SNAPPY_LITERAL, _SNAPPY_COPY1, _SNAPPY_COPY2, _SNAPPY_COPY4 = 0, 1, 2, 3
@@ -80,7 +77,7 @@ def _lz4_frame(src, s, e, dst, at, limit, lz4_fn):
     if e - s < LZ4_HEADER_SIZE:
         return WIN_FALLBACK, 0
     for k in range(LZ4_HEADER_SIZE):
-        if src[s + k] != KAFKA_LZ4_HEADER[k]:
+        if src[s + k] != KAFKA_LZ4_HEADER_BYTES[k]:
             return WIN_FALLBACK, 0
     p = s + LZ4_HEADER_SIZE
     d = at
@@ -252,7 +249,7 @@ def _snappy(src, s, e, dst, at, limit):
     d = at
     while p + 4 <= e:
         length = _be32(src, p)
-        if length < 0 or length == _XERIAL_MAGIC_AS_LENGTH:
+        if length < 0 or length == XERIAL_MAGIC_AS_LENGTH:
             return WIN_FALLBACK, 0                      # concatenated streams, or an error: reference path
         p += 4
         if p + length > e:

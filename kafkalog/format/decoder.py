@@ -78,6 +78,7 @@ class _Workspace:
     validity, header counts and positions). Nothing in it outlives the call: the kernels copy out."""
 
     MAX_KEPT = 64 << 20      # a buffer grown past this by one huge batch is not kept for the next call
+    MAX_KEPT_RECORDS = 8 << 20
 
     def __init__(self):
         self.out = OutputBuffer(16 << 20)
@@ -89,6 +90,10 @@ class _Workspace:
             self._scratch = (np.empty(size, np.uint8), np.empty(size, np.uint8), np.empty(size, np.int32),
                              np.empty(size, np.int64))
         return tuple(a[:n] for a in self._scratch)
+
+    def worth_keeping(self) -> bool:
+        return len(self.out.array) <= self.MAX_KEPT and (self._scratch is None
+                                                         or len(self._scratch[0]) <= self.MAX_KEPT_RECORDS)
 
 
 class _WorkspacePool:
@@ -106,7 +111,7 @@ class _WorkspacePool:
         return _Workspace()
 
     def release(self, ws: _Workspace) -> None:
-        if len(ws.out.array) > _Workspace.MAX_KEPT or (ws._scratch is not None and len(ws._scratch[0]) > (8 << 20)):
+        if not ws.worth_keeping():
             return
         with self._lock:
             if len(self._free) < 8:
@@ -348,7 +353,7 @@ def _decode_accel(buf, h: HeaderArrays, pid: PartitionId, ws: _Workspace, nb: in
         raise InvalidRecordError(f"batch at offset {int(h.baseOffset[0])} holds {cap} bytes of records, more than "
                                  "one Arrow record batch can carry", path=path, position=int(h.position[0]),
                                  hint="split the segment with Kafka tools, or read it with a JVM reader")
-    columns = _carve([(n, np.int64), (n, np.int64), (n + 1, np.int32), (n + 1, np.int32)] + _BATCH_COLUMN_SHAPES(n))
+    columns = _carve([(n, np.int64), (n, np.int64), (n + 1, np.int32), (n + 1, np.int32)] + _batch_column_shapes(n))
     out_offset, out_ts, key_off, val_off = columns[:4]
     key_valid, val_valid, hdr_count, hdr_pos = ws.scratch(n)
     key_data = _pool_empty(cap, np.uint8)
@@ -375,19 +380,20 @@ def _decode_accel(buf, h: HeaderArrays, pid: PartitionId, ws: _Workspace, nb: in
 
 def _flag_column(flags: np.ndarray, counts: np.ndarray, n: int) -> pa.Array:
     """A bool column repeating a per-batch flag: a shared constant bitmap when every batch agrees."""
-    if len(flags) and flags.all() or not flags.any():
-        return pa.Array.from_buffers(pa.bool_(), n, [None, _repeated_bits(len(flags) and flags.all(), n)])
+    every = bool(len(flags)) and bool(flags.all())
+    if every or not flags.any():
+        return pa.Array.from_buffers(pa.bool_(), n, [None, _repeated_bits(every, n)])
     return pa.array(np.repeat(flags, counts))
 
 
-def _BATCH_COLUMN_SHAPES(n: int) -> list:
+def _batch_column_shapes(n: int) -> list:
     """What _batch_columns_accel fills, in its order: 5 × int64, 3 × int32, int16, 2 × int8."""
     return [(n, np.int64)] * 5 + [(n, np.int32)] * 3 + [(n, np.int16), (n, np.int8), (n, np.int8)]
 
 
 def _batch_columns_accel(h: HeaderArrays, counts: np.ndarray, log_append: np.ndarray, n: int, columns: list):
     """The accelerated twin of _batch_columns (plus timestampType): one kernel fills every column,
-    in ``columns`` (shaped by _BATCH_COLUMN_SHAPES)."""
+    in ``columns`` (shaped by _batch_column_shapes)."""
     from . import records_accel as acc
 
     attrs = h.attributes.astype(np.int16)
