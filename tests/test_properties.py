@@ -139,3 +139,67 @@ def test_engines_agree_on_mutated_bytes(tmp_path_factory, spec, codec, flips, ve
     (ka, va), (kb, vb) = outcomes
     assert ka == kb
     assert va.equals(vb) if ka == "ok" else va == vb
+
+
+# Batch-level fields that are often one value for a whole window (the accelerated engine then
+# shares one constant buffer per column) and sometimes differ from batch to batch.
+batch_fields_st = st.fixed_dictionaries({
+    "codec": st.sampled_from([0, 1, 2, 3, 4]),
+    "timestamp_type": st.sampled_from([rb.CREATE_TIME, rb.LOG_APPEND_TIME]),
+    "transactional": st.booleans(),
+    "delete_horizon_ms": st.one_of(st.none(), st.integers(0, 2**41)),
+    "producer_id": st.sampled_from([rb.NO_PRODUCER_ID, 7, 2**40]),
+    "producer_epoch": st.sampled_from([rb.NO_PRODUCER_EPOCH, 0, 3]),
+    "base_sequence": st.sampled_from([rb.NO_SEQUENCE, 0, 100]),
+    "partition_leader_epoch": st.sampled_from([rb.NO_PARTITION_LEADER_EPOCH, 3, 4]),
+})
+
+
+@SETTINGS
+@given(batches=st.lists(st.tuples(batch_st, batch_fields_st), min_size=1, max_size=5), same=st.booleans())
+def test_batch_columns_constant_or_varying_within_a_window(tmp_path_factory, batches, same):
+    d = tmp_path_factory.mktemp("bc") / "fields-0"
+    d.mkdir()
+    blobs, offset, expected = [], 0, []
+    for spec, fields in batches:
+        if same:                                     # every batch of the window agrees on every field
+            fields = batches[0][1]
+        recs = _records(spec, offset)
+        offset = recs[-1].offset + 1
+        blob = rb.encode_batch(recs, **fields)
+        blobs.append(blob)
+        expected += [fields] * len(recs)
+    log = d / "00000000000000000000.log"
+    log.write_bytes(b"".join(blobs))
+    a = segment.read_segment(log, engine="python")
+    b = segment.read_segment(log, engine="accel")                      # one window holds every batch
+    assert a.equals(b)
+    assert b.column("codec").to_pylist() == [f["codec"] for f in expected]
+    assert b.column("timestampType").to_pylist() == [f["timestamp_type"] for f in expected]
+    assert b.column("isTransactional").to_pylist() == [f["transactional"] for f in expected]
+    assert b.column("deleteHorizonMs").to_pylist() == [f["delete_horizon_ms"] for f in expected]
+    assert b.column("producerId").to_pylist() == [f["producer_id"] for f in expected]
+    assert b.column("producerEpoch").to_pylist() == [f["producer_epoch"] for f in expected]
+    assert b.column("baseSequence").to_pylist() == [f["base_sequence"] for f in expected]
+    assert b.column("partitionLeaderEpoch").to_pylist() == [f["partition_leader_epoch"] for f in expected]
+    assert set(b.column("magic").to_pylist()) == {2}
+    b.validate(full=True)
+
+
+def test_constant_batch_columns_share_one_buffer_across_windows(tmp_path):
+    d = tmp_path / "shared-1"
+    d.mkdir()
+    recs = [rb.V2Record(i, 1000 + i, b"k%d" % i, b"v" * 50) for i in range(400)]
+    log = d / "00000000000000000000.log"
+    log.write_bytes(b"".join(rb.encode_batch(recs[i:i + 20], partition_leader_epoch=5, codec=3)
+                             for i in range(0, 400, 20)))
+    t = segment.read_segment(log, engine="accel", window_bytes=2048)
+    assert t.column("magic").num_chunks > 2
+    for name in ("magic", "codec", "producerId", "partitionLeaderEpoch", "timestampType", "deleteHorizonMs"):
+        addresses = {chunk.buffers()[1].address for chunk in t.column(name).chunks}
+        assert len(addresses) == 1, name                        # one shared buffer, not one per window
+    assert t.column("partitionLeaderEpoch").to_pylist() == [5] * 400
+    assert t.column("deleteHorizonMs").null_count == 400
+    varying = t.column("baseOffset")                            # differs per batch: written per window
+    assert len({chunk.buffers()[1].address for chunk in varying.chunks}) == varying.num_chunks
+    assert varying.to_pylist() == [i - i % 20 for i in range(400)]

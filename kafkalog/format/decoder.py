@@ -123,15 +123,17 @@ _WORKSPACES = _WorkspacePool()
 
 # --- shared assembly -----------------------------------------------------------------------
 
-def _validity(mask: np.ndarray):
-    """Arrow validity bitmap from a 0/1 byte mask; None when nothing is null."""
-    if mask.all():
+def _validity(mask: np.ndarray, nulls: Optional[int] = None):
+    """Arrow validity bitmap from a 0/1 byte mask; None when nothing is null (``nulls``, when the
+    caller counted them, saves a pass over the mask)."""
+    if nulls == 0 or (nulls is None and mask.all()):
         return None, 0
     return pa.py_buffer(np.packbits(mask.astype(np.bool_), bitorder="little")), int(len(mask) - np.count_nonzero(mask))
 
 
-def _binary(n: int, offsets: np.ndarray, data: np.ndarray, valid: np.ndarray, typ=pa.binary()) -> pa.Array:
-    bitmap, nulls = _validity(valid)
+def _binary(n: int, offsets: np.ndarray, data: np.ndarray, valid: np.ndarray, typ=pa.binary(),
+            nulls: Optional[int] = None) -> pa.Array:
+    bitmap, nulls = _validity(valid, nulls)
     return pa.Array.from_buffers(typ, n, [bitmap, pa.py_buffer(offsets), pa.py_buffer(data)], null_count=nulls)
 
 
@@ -148,20 +150,29 @@ class _Repeats:
         self._bytes = 0
         self._lock = threading.Lock()
 
-    def get(self, key, n: int, make) -> np.ndarray:
+    def _cached(self, key, n: int, make, nbytes):
         with self._lock:
             have = self._arrays.get(key)
         if have is None or len(have) < n:
-            grown = _readonly(make(max(n, 2 * len(have) if have is not None else n, 1024)))
+            grown = make(max(n, 2 * len(have) if have is not None else n, 1024))
             with self._lock:
-                if self._bytes + grown.nbytes > self.KEEP_BYTES:
+                if self._bytes + nbytes(grown) > self.KEEP_BYTES:
                     self._arrays.clear()
                     self._bytes = 0
                 old = self._arrays.get(key)
-                self._bytes += grown.nbytes - (old.nbytes if old is not None else 0)
+                self._bytes += nbytes(grown) - (nbytes(old) if old is not None else 0)
                 self._arrays[key] = grown
             have = grown
-        return have[:n]
+        return have
+
+    def get(self, key, n: int, make) -> np.ndarray:
+        """The first n items of a read-only numpy array made by ``make(length)``."""
+        return self._cached(key, n, lambda m: _readonly(make(m)), lambda a: a.nbytes)[:n]
+
+    def column(self, key, n: int, make) -> pa.Array:
+        """The first n rows of an Arrow array made by ``make(length)`` (a slice costs ~1 µs, where
+        building the array again from its buffers costs 10–60 µs, per column and window)."""
+        return self._cached(("column",) + key, n, make, lambda a: a.get_total_buffer_size()).slice(0, n)
 
 
 _REPEATS = _Repeats()
@@ -174,22 +185,35 @@ def _repeated_string(text: Optional[str], n: int) -> pa.Array:
     if text is None:
         return pa.nulls(n, pa.string())
     raw = text.encode("utf-8")
-    if not raw:
-        return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(_REPEATS.get(("zeros32",), n + 1,
-                                                                                      _zeros32)), None])
-    offsets = _REPEATS.get(("offsets", len(raw)), n + 1, lambda m: np.arange(m, dtype=np.int32) * np.int32(len(raw)))
-    data = _REPEATS.get(("text", raw), n * len(raw), lambda m: np.frombuffer(raw * (m // len(raw) + 1), np.uint8))
-    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+    def make(m):
+        offsets = np.arange(m + 1, dtype=np.int32) * np.int32(len(raw))
+        return pa.Array.from_buffers(pa.string(), m, [None, pa.py_buffer(offsets), pa.py_buffer(raw * m)])
+    return _REPEATS.column(("string", raw), n, make)
 
 
-def _zeros32(m: int) -> np.ndarray:
-    return np.zeros(m, np.int32)
+def _repeated(value, dtype, n: int) -> pa.Array:
+    """A column holding ``value`` n times (null when value is None), from a shared read-only buffer."""
+    dtype = np.dtype(dtype)
+    if value is None:
+        return pa.nulls(n, pa.from_numpy_dtype(dtype))
+    return _REPEATS.column((dtype.str, int(value)), n, lambda m: pa.array(np.full(m, value, dtype)))
 
 
 def _repeated_int32(value: Optional[int], n: int) -> pa.Array:
-    if value is None:
-        return pa.nulls(n, pa.int32())
-    return pa.array(_REPEATS.get(("int32", value), n, lambda m: np.full(m, value, np.int32)))
+    return _repeated(value, np.int32, n)
+
+
+def _no_headers(n: int) -> pa.Array:
+    """A headers column of n empty lists."""
+    return _REPEATS.column(("no-headers",), n, lambda m: pa.ListArray.from_arrays(
+        pa.array(np.zeros(m + 1, np.int32)), _NO_HEADERS, type=HEADERS_TYPE))
+
+
+def _null_int64(n: int) -> pa.Array:
+    return _REPEATS.column(("null-int64",), n, lambda m: pa.Array.from_buffers(
+        pa.int64(), m, [pa.py_buffer(np.zeros((m + 7) // 8, np.uint8)), pa.py_buffer(np.zeros(m, np.int64))],
+        null_count=m))
 
 
 def _repeated_bits(bit: bool, n: int) -> pa.Buffer:
@@ -222,8 +246,8 @@ def _batch_columns(h: HeaderArrays, counts: np.ndarray) -> dict:
 
 
 def _assemble(n: int, pid: PartitionId, key: pa.Array, value: pa.Array, offsets: np.ndarray, ts: np.ndarray,
-              ts_type: np.ndarray, headers: pa.Array, batch_cols: dict) -> pa.RecordBatch:
-    ts_bitmap, ts_nulls = _validity(ts != rb.NO_TIMESTAMP)
+              ts_type, headers: pa.Array, batch_cols: dict, *, ts_nulls: Optional[int] = None) -> pa.RecordBatch:
+    ts_bitmap, ts_nulls = _validity(ts != rb.NO_TIMESTAMP) if ts_nulls != 0 else (None, 0)
     cols = {
         "key": key,
         "value": value,
@@ -231,7 +255,7 @@ def _assemble(n: int, pid: PartitionId, key: pa.Array, value: pa.Array, offsets:
         "partition": _repeated_int32(pid.partition, n),
         "offset": pa.array(offsets),
         "timestamp": pa.Array.from_buffers(TIMESTAMP_TYPE, n, [ts_bitmap, pa.py_buffer(ts)], null_count=ts_nulls),
-        "timestampType": pa.array(ts_type.astype(np.int32, copy=False)),
+        "timestampType": ts_type if isinstance(ts_type, pa.Array) else pa.array(ts_type.astype(np.int32, copy=False)),
         "headers": headers,
     }
     cols.update(batch_cols)
@@ -353,15 +377,18 @@ def _decode_accel(buf, h: HeaderArrays, pid: PartitionId, ws: _Workspace, nb: in
         raise InvalidRecordError(f"batch at offset {int(h.baseOffset[0])} holds {cap} bytes of records, more than "
                                  "one Arrow record batch can carry", path=path, position=int(h.position[0]),
                                  hint="split the segment with Kafka tools, or read it with a JVM reader")
-    columns = _carve([(n, np.int64), (n, np.int64), (n + 1, np.int32), (n + 1, np.int32)] + _batch_column_shapes(n))
+    log_append = (h.attributes & rb.TIMESTAMP_TYPE_MASK) != 0
+    plan = _BatchColumnPlan.of(h, log_append)
+    columns = _carve([(n, np.int64), (n, np.int64), (n + 1, np.int32), (n + 1, np.int32)] + plan.shapes(n))
     out_offset, out_ts, key_off, val_off = columns[:4]
     key_valid, val_valid, hdr_count, hdr_pos = ws.scratch(n)
     key_data = _pool_empty(cap, np.uint8)
     val_data = _pool_empty(cap, np.uint8)
-    log_append = (h.attributes & rb.TIMESTAMP_TYPE_MASK) != 0
+    nulls = np.zeros(3, np.int64)
     status, bad_b, bad_pos, written, nh = acc.decode_v2_kernel(
         _readonly(buf), dbuf, b_src, b_start, b_end, counts, h.baseOffset, h.baseTimestamp, h.maxTimestamp,
-        log_append, out_offset, out_ts, key_off, key_data, key_valid, val_off, val_data, val_valid, hdr_count, hdr_pos)
+        log_append, out_offset, out_ts, key_off, key_data, key_valid, val_off, val_data, val_valid, hdr_count, hdr_pos,
+        nulls)
     if status != acc.REC_OK:
         batch_pos = int(h.position[bad_b])
         msg = _REC_MESSAGES.get(status, f"record walk status {status}")
@@ -371,59 +398,75 @@ def _decode_accel(buf, h: HeaderArrays, pid: PartitionId, ws: _Workspace, nb: in
         raise InvalidRecordError(f"{msg} (byte {int(bad_pos - b_start[bad_b])} of the decompressed records of the batch)",
                                  path=path, position=batch_pos)
     kd, vd = int(key_off[n]) if n else 0, int(val_off[n]) if n else 0
-    key = _binary(n, key_off, _fit(key_data, kd), key_valid)
-    value = _binary(n, val_off, _fit(val_data, vd), val_valid)
+    key_nulls, val_nulls, ts_nulls = (int(x) for x in nulls)
+    key = _binary(n, key_off, _fit(key_data, kd), key_valid, nulls=key_nulls)
+    value = _binary(n, val_off, _fit(val_data, vd), val_valid, nulls=val_nulls)
     headers = _headers_accel(buf, dbuf, b_src, counts, hdr_count, hdr_pos, nh, cap, n)
-    ts_type, batch_cols = _batch_columns_accel(h, counts, log_append, n, columns[4:])
-    return _assemble(n, pid, key, value, out_offset, out_ts, ts_type, headers, batch_cols), nb
+    ts_type, batch_cols = _batch_columns_accel(plan, counts, n, columns[4:])
+    return _assemble(n, pid, key, value, out_offset, out_ts, ts_type, headers, batch_cols, ts_nulls=ts_nulls), nb
 
 
 def _flag_column(flags: np.ndarray, counts: np.ndarray, n: int) -> pa.Array:
     """A bool column repeating a per-batch flag: a shared constant bitmap when every batch agrees."""
     every = bool(len(flags)) and bool(flags.all())
     if every or not flags.any():
-        return pa.Array.from_buffers(pa.bool_(), n, [None, _repeated_bits(every, n)])
+        return _REPEATS.column(("bool", every), n,
+                               lambda m: pa.Array.from_buffers(pa.bool_(), m, [None, _repeated_bits(every, m)]))
     return pa.array(np.repeat(flags, counts))
 
 
-def _batch_column_shapes(n: int) -> list:
-    """What _batch_columns_accel fills, in its order: 5 × int64, 3 × int32, int16, 2 × int8."""
-    return [(n, np.int64)] * 5 + [(n, np.int32)] * 3 + [(n, np.int16), (n, np.int8), (n, np.int8)]
+@dataclass
+class _BatchColumnPlan:
+    """Which batch-level columns a window repeats per record (``fill``, in batch_columns_kernel's
+    argument order) and which hold one value for the whole window: those share a constant buffer
+    instead of writing 1–8 bytes per record. Most windows have one magic, codec, producer (or none),
+    leader epoch and timestamp type, and no delete horizon."""
+    sources: list                 # per-batch arrays, kernel order
+    fill: List[bool]
+    attrs: np.ndarray             # per batch
+    has_horizon: np.ndarray       # per batch
+
+    # kernel order: 5 × int64, 3 × int32, int16, 2 × int8
+    NAMES = ("baseOffset", "lastOffset", "batchPosition", "deleteHorizonMs", "producerId", "baseSequence",
+             "partitionLeaderEpoch", "timestampType", "producerEpoch", "magic", "codec")
+    DTYPES = (np.int64,) * 5 + (np.int32,) * 3 + (np.int16, np.int8, np.int8)
+
+    @classmethod
+    def of(cls, h: HeaderArrays, log_append: np.ndarray) -> "_BatchColumnPlan":
+        attrs = h.attributes.astype(np.int16)
+        has_horizon = (attrs & rb.DELETE_HORIZON_FLAG_MASK) != 0      # every batch here is v2
+        sources = [h.baseOffset, h.lastOffset, h.position, h.baseTimestamp, h.producerId, h.baseSequence,
+                   h.partitionLeaderEpoch, log_append.astype(np.int32), h.producerEpoch, h.magic,
+                   (attrs & rb.COMPRESSION_CODEC_MASK).astype(np.int8)]
+        fill = [len(a) > 1 and bool(a.min() != a.max()) for a in sources]
+        fill[3] = fill[3] and bool(has_horizon.any())     # no horizon anywhere: a null column
+        return cls(sources, fill, attrs, has_horizon)
+
+    def shapes(self, n: int) -> list:
+        """What batch_columns_kernel fills, for _carve."""
+        return [(n, d) for d, f in zip(self.DTYPES, self.fill) if f]
 
 
-def _batch_columns_accel(h: HeaderArrays, counts: np.ndarray, log_append: np.ndarray, n: int, columns: list):
-    """The accelerated twin of _batch_columns (plus timestampType): one kernel fills every column,
-    in ``columns`` (shaped by _batch_column_shapes)."""
+def _batch_columns_accel(plan: _BatchColumnPlan, counts: np.ndarray, n: int, carved: list):
+    """The accelerated twin of _batch_columns (plus timestampType): one kernel fills the columns the
+    plan repeats per record, into ``carved`` (shaped by plan.shapes); the others share a constant."""
     from . import records_accel as acc
 
-    attrs = h.attributes.astype(np.int16)
-    i64 = columns[:4]
-    producer_id, base_sequence, leader_epoch, ts_type, producer_epoch, magic, codec = columns[4:11]
-    acc.batch_columns_kernel(counts, h.baseOffset, h.lastOffset, h.position, h.baseTimestamp, h.producerId,
-                             h.baseSequence, h.partitionLeaderEpoch, log_append.astype(np.int32), h.producerEpoch,
-                             h.magic, (attrs & rb.COMPRESSION_CODEC_MASK).astype(np.int8), *i64, producer_id,
-                             base_sequence, leader_epoch, ts_type, producer_epoch, magic, codec)
-    base_offset, last_offset, position, base_ts = i64
-    has_horizon = (attrs & rb.DELETE_HORIZON_FLAG_MASK) != 0      # every batch here is v2
-    if has_horizon.any():
-        horizon = pa.array(base_ts, mask=~np.repeat(has_horizon, counts), type=pa.int64())
-    else:
-        horizon = pa.Array.from_buffers(pa.int64(), n, [_repeated_bits(False, n), pa.py_buffer(base_ts)],
-                                        null_count=n)
-    return ts_type, {
-        "lastOffset": pa.array(last_offset),
-        "batchPosition": pa.array(position),
-        "magic": pa.array(magic),
-        "codec": pa.array(codec),
-        "producerId": pa.array(producer_id),
-        "producerEpoch": pa.array(producer_epoch),
-        "baseSequence": pa.array(base_sequence),
-        "isTransactional": _flag_column((attrs & rb.TRANSACTIONAL_FLAG_MASK) != 0, counts, n),
-        "isControl": _flag_column((attrs & rb.CONTROL_FLAG_MASK) != 0, counts, n),
-        "partitionLeaderEpoch": pa.array(leader_epoch),
-        "deleteHorizonMs": horizon,
-        "baseOffset": pa.array(base_offset),
-    }
+    carved = iter(carved)
+    outs = [next(carved) if f else np.empty(0, d) for d, f in zip(plan.DTYPES, plan.fill)]
+    if any(plan.fill):
+        acc.batch_columns_kernel(counts, *plan.sources, *outs)
+    cols = {}
+    for name, dtype, src, f, out in zip(plan.NAMES, plan.DTYPES, plan.sources, plan.fill, outs):
+        cols[name] = pa.array(out) if f else _repeated(src[0] if len(src) else 0, dtype, n)
+    if not plan.has_horizon.any():
+        cols["deleteHorizonMs"] = _null_int64(n)
+    elif not plan.has_horizon.all():
+        cols["deleteHorizonMs"] = pa.array(cols["deleteHorizonMs"].to_numpy(zero_copy_only=True),
+                                           mask=~np.repeat(plan.has_horizon, counts), type=pa.int64())
+    cols["isTransactional"] = _flag_column((plan.attrs & rb.TRANSACTIONAL_FLAG_MASK) != 0, counts, n)
+    cols["isControl"] = _flag_column((plan.attrs & rb.CONTROL_FLAG_MASK) != 0, counts, n)
+    return cols.pop("timestampType"), cols
 
 
 def _decompress_window(buf, h: HeaderArrays, codec, b_src, b_start, b_end, out: OutputBuffer, pid, *, path,
@@ -479,8 +522,7 @@ def _headers_accel(buf, dbuf, b_src, counts, hdr_count, hdr_pos, nh: int, cap: i
     from . import records_accel as acc
 
     if nh == 0:
-        return pa.ListArray.from_arrays(pa.array(_REPEATS.get(("zeros32",), n + 1, _zeros32)), _NO_HEADERS,
-                                        type=HEADERS_TYPE)
+        return _no_headers(n)
     rec_src = np.repeat(b_src, counts)
     list_off = np.empty(n + 1, np.int32)
     hk_off = np.empty(nh + 1, np.int32)

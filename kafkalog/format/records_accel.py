@@ -15,6 +15,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .native import crc32c_update
+from .record_batch import NO_TIMESTAMP
 
 # numba caches compiled kernels beside the source file (or in NUMBA_CACHE_DIR); a module imported
 # from a zip (spark-submit --py-files) has no source file and numba refuses to cache it: compile then.
@@ -189,17 +190,21 @@ def _varlong(buf, p, end):
 @njit(cache=_CACHE, nogil=True)
 def decode_v2_kernel(buf, dbuf, b_src, b_start, b_end, b_count, b_base_offset, b_base_ts, b_max_ts,
                      b_log_append, out_offset, out_ts, key_off, key_data, key_valid, val_off, val_data,
-                     val_valid, hdr_count, hdr_pos):
+                     val_valid, hdr_count, hdr_pos, null_counts):
     """Walk the records of every batch and copy keys and values out.
 
     Batch b's records lie in ``buf`` (b_src 0) or ``dbuf`` (b_src 1, decompressed) at
     [b_start, b_end). Returns (status, batch index, byte position, records written,
-    headers seen). On error the position is in the batch's own buffer.
+    headers seen). On error the position is in the batch's own buffer. On success
+    ``null_counts`` holds the null keys, null values and records without a timestamp.
     """
     i = 0
     kd = 0
     vd = 0
     nh = 0
+    key_nulls = 0
+    val_nulls = 0
+    ts_nulls = 0
     kcap = key_data.shape[0]
     vcap = val_data.shape[0]
     key_off[0] = 0
@@ -247,6 +252,7 @@ def decode_v2_kernel(buf, dbuf, b_src, b_start, b_end, b_count, b_base_offset, b
                 key_valid[i] = 1
             else:                                   # any negative length is null, as in Kafka
                 key_valid[i] = 0
+                key_nulls += 1
             key_off[i + 1] = kd
             vlen, p = _varint(src, p, rend)
             if p < 0:
@@ -262,6 +268,7 @@ def decode_v2_kernel(buf, dbuf, b_src, b_start, b_end, b_count, b_base_offset, b
                 val_valid[i] = 1
             else:
                 val_valid[i] = 0
+                val_nulls += 1
             val_off[i + 1] = vd
             hc, p = _varint(src, p, rend)
             if p < 0:
@@ -287,10 +294,16 @@ def decode_v2_kernel(buf, dbuf, b_src, b_start, b_end, b_count, b_base_offset, b
             if p != rend:
                 return REC_SIZE, b, rec_start, i, nh
             out_offset[i] = base_offset + od
-            out_ts[i] = max_ts if log_append else base_ts + tsd
+            ts = max_ts if log_append else base_ts + tsd
+            out_ts[i] = ts
+            if ts == NO_TIMESTAMP:
+                ts_nulls += 1
             i += 1
         if p != end:
             return REC_REMAINING, b, p, i, nh
+    null_counts[0] = key_nulls
+    null_counts[1] = val_nulls
+    null_counts[2] = ts_nulls
     return REC_OK, -1, 0, i, nh
 
 
