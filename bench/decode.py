@@ -264,12 +264,13 @@ def rss_child(mode: str, path: str, warm_path: str) -> dict:
     base = _status_fields("VmRSS", "RssAnon", "RssFile")
     sampler = _RssSampler()
     sampler.start()
-    table_bytes = None
+    table_bytes = table_distinct = None
     if mode == "read":
         from kafkalog.segment import read_segment
         t = read_segment(path)
         rows = t.num_rows
         table_bytes = t.nbytes
+        table_distinct = distinct_buffer_bytes(t)
     else:
         rows = fn(path)
     hwm = _status_kb("VmHWM")
@@ -277,7 +278,24 @@ def rss_child(mode: str, path: str, warm_path: str) -> dict:
     sampler.join()
     return {"mode": mode, "rows": rows, "baseline_kb": base["VmRSS"], "hwm_kb": hwm, "hwm_reset": reset,
             "baseline_anon_kb": base.get("RssAnon"), "peak_anon_kb": sampler.peak_anon,
-            "baseline_file_kb": base.get("RssFile"), "peak_file_kb": sampler.peak_file, "table_bytes": table_bytes}
+            "baseline_file_kb": base.get("RssFile"), "peak_file_kb": sampler.peak_file, "table_bytes": table_bytes,
+            "table_distinct_bytes": table_distinct}
+
+
+def distinct_buffer_bytes(table) -> int:
+    """Bytes of the distinct buffers a table holds: Table.nbytes counts a buffer shared by several
+    chunks (kafkalog's constant columns: topic, partition, magic, ...) once per chunk."""
+    seen = {}
+
+    def visit(arr):
+        for buf in arr.buffers():
+            if buf is not None:
+                seen[buf.address] = max(seen.get(buf.address, 0), buf.size)
+
+    for column in table.columns:
+        for chunk in column.chunks:
+            visit(chunk)
+    return sum(seen.values())
 
 
 VARIANT_OPTIONS = {"kafkalog_read": {}, "kafkalog_read_1t": {"threads": 1}, "kafkalog_iter": {}}
@@ -605,6 +623,8 @@ def summarize(res: dict) -> dict:
                 out[f"rss_{mode}_file_over_baseline_mib"] = (r["peak_file_kb"] - r["baseline_file_kb"]) / 1024
             if r.get("table_bytes") is not None:
                 out["table_mib"] = r["table_bytes"] / 2 ** 20
+            if r.get("table_distinct_bytes") is not None:
+                out["table_distinct_mib"] = r["table_distinct_bytes"] / 2 ** 20
         else:
             out[f"rss_{mode}_error"] = r.get("error")
     return out
@@ -659,7 +679,7 @@ def markdown(summaries: List[dict], meta: dict) -> str:
     lines += ["", "| codec | read_segment s (CPU/wall) | threads=1 s (CPU/wall) | threads=1 rec/s | "
               "threads=1 × aiokafka | threads=1 / bare | iter_segment s | iter rec/s | bare output MB/s | "
               "peak RSS read_segment MiB (+ over baseline; of which anon / mmapped file) | peak RSS iter_segment MiB "
-              "(same) | Table MiB |",
+              "(same) | Table MiB: nbytes / distinct buffers |",
               "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for s in summaries:
         def rss(m):
@@ -677,7 +697,8 @@ def markdown(summaries: List[dict], meta: dict) -> str:
             s["codec"], secs("read"), secs("read_1t"), _fmt_rate(s.get("read_1t_rec_s")),
             _f(s.get("read_1t_x_aiokafka"), ".2f"), _f(s.get("read_1t_over_bare"), ".2f"),
             _f(s.get("iter_s"), ".3f", "failed"), _fmt_rate(s.get("iter_rec_s")),
-            _f(s.get("bare_data_mb_s"), ".0f"), rss("read"), rss("iter"), _f(s.get("table_mib"), ".0f")]) + " |")
+            _f(s.get("bare_data_mb_s"), ".0f"), rss("read"), rss("iter"),
+            _f(s.get("table_mib"), ".0f") + " / " + _f(s.get("table_distinct_mib"), ".0f")]) + " |")
     snaps = [meta.get("busy_start") or []] + list(meta.get("busy_between") or []) + [meta.get("busy_end") or []]
     lines += ["", f"Other processes using ≥ 5% CPU, sampled over 1 s at start, after each codec and at the end "
               f"({len(snaps)} samples; {sum(1 for x in snaps if x)} found something): "

@@ -22,7 +22,7 @@ from .format.file_records import (OK_END, OK_WINDOW, HeaderArrays, MappedFile, c
                                   resolve_engine, scan_buffer, walk_error, _scan)
 from .format.schema import RECORD_SCHEMA
 
-DEFAULT_WINDOW_BYTES = 8 << 20        # file bytes walked per window; decoded data per RecordBatch is bounded too
+DEFAULT_WINDOW_BYTES = 16 << 20       # file bytes walked per window; decoded data per RecordBatch is bounded too
 DEFAULT_BATCH_BYTES = 16 * 1024       # producers' batch.size, for batches write_segment forms itself
 
 
