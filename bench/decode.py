@@ -590,6 +590,11 @@ def summarize(res: dict) -> dict:
                 out[f"{key}_x_kafka_python"] = med["kafka_python"] / med[name]
             if "bare" in med:
                 out[f"{key}_over_bare"] = med[name] / med["bare"]
+    mins = res.get("min_s", {})
+    if "bare" in mins:          # best of N against best of N: what is left when noise (which only adds) is least
+        for name, key in (("kafkalog_read", "read"), ("kafkalog_iter", "iter")):
+            if name in mins:
+                out[f"{key}_best_over_bare_best"] = mins[name] / mins["bare"]
     if main is not None:
         kl = med[main]
         out.update(kafkalog_s=kl, kafkalog_rec_s=n / kl, kafkalog_file_mb_s=f["file_bytes"] / kl / 1e6,
@@ -679,8 +684,8 @@ def markdown(summaries: List[dict], meta: dict) -> str:
     lines += ["", "| codec | read_segment s (CPU/wall) | threads=1 s (CPU/wall) | threads=1 rec/s | "
               "threads=1 × aiokafka | threads=1 / bare | iter_segment s | iter rec/s | bare output MB/s | "
               "peak RSS read_segment MiB (+ over baseline; of which anon / mmapped file) | peak RSS iter_segment MiB "
-              "(same) | Table MiB: nbytes / distinct buffers |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "(same) | Table MiB: nbytes / distinct buffers | fastest run / fastest bare: read_segment, iter_segment |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for s in summaries:
         def rss(m):
             if f"rss_{m}_peak_mib" in s:
@@ -698,7 +703,8 @@ def markdown(summaries: List[dict], meta: dict) -> str:
             _f(s.get("read_1t_x_aiokafka"), ".2f"), _f(s.get("read_1t_over_bare"), ".2f"),
             _f(s.get("iter_s"), ".3f", "failed"), _fmt_rate(s.get("iter_rec_s")),
             _f(s.get("bare_data_mb_s"), ".0f"), rss("read"), rss("iter"),
-            _f(s.get("table_mib"), ".0f") + " / " + _f(s.get("table_distinct_mib"), ".0f")]) + " |")
+            _f(s.get("table_mib"), ".0f") + " / " + _f(s.get("table_distinct_mib"), ".0f"),
+            _f(s.get("read_best_over_bare_best"), ".2f") + ", " + _f(s.get("iter_best_over_bare_best"), ".2f")]) + " |")
     snaps = [meta.get("busy_start") or []] + list(meta.get("busy_between") or []) + [meta.get("busy_end") or []]
     lines += ["", f"Other processes using ≥ 5% CPU, sampled over 1 s at start, after each codec and at the end "
               f"({len(snaps)} samples; {sum(1 for x in snaps if x)} found something): "
