@@ -438,7 +438,8 @@ class _BatchColumnPlan:
         sources = [h.baseOffset, h.lastOffset, h.position, h.baseTimestamp, h.producerId, h.baseSequence,
                    h.partitionLeaderEpoch, log_append.astype(np.int32), h.producerEpoch, h.magic,
                    (attrs & rb.COMPRESSION_CODEC_MASK).astype(np.int8)]
-        fill = [len(a) > 1 and bool(a.min() != a.max()) for a in sources]
+        # Offsets and positions are each batch's own: a shared buffer would never be reused.
+        fill = [i < 3 or (len(a) > 1 and bool(a.min() != a.max())) for i, a in enumerate(sources)]
         fill[3] = fill[3] and bool(has_horizon.any())     # no horizon anywhere: a null column
         return cls(sources, fill, attrs, has_horizon)
 
