@@ -200,10 +200,6 @@ def _repeated(value, dtype, n: int) -> pa.Array:
     return _REPEATS.column((dtype.str, int(value)), n, lambda m: pa.array(np.full(m, value, dtype)))
 
 
-def _repeated_int32(value: Optional[int], n: int) -> pa.Array:
-    return _repeated(value, np.int32, n)
-
-
 def _no_headers(n: int) -> pa.Array:
     """A headers column of n empty lists."""
     return _REPEATS.column(("no-headers",), n, lambda m: pa.ListArray.from_arrays(
@@ -212,8 +208,7 @@ def _no_headers(n: int) -> pa.Array:
 
 def _null_int64(n: int) -> pa.Array:
     return _REPEATS.column(("null-int64",), n, lambda m: pa.Array.from_buffers(
-        pa.int64(), m, [pa.py_buffer(np.zeros((m + 7) // 8, np.uint8)), pa.py_buffer(np.zeros(m, np.int64))],
-        null_count=m))
+        pa.int64(), m, [_repeated_bits(False, m), pa.py_buffer(np.zeros(m, np.int64))], null_count=m))
 
 
 def _repeated_bits(bit: bool, n: int) -> pa.Buffer:
@@ -246,16 +241,17 @@ def _batch_columns(h: HeaderArrays, counts: np.ndarray) -> dict:
 
 
 def _assemble(n: int, pid: PartitionId, key: pa.Array, value: pa.Array, offsets: np.ndarray, ts: np.ndarray,
-              ts_type, headers: pa.Array, batch_cols: dict, *, ts_nulls: Optional[int] = None) -> pa.RecordBatch:
+              ts_type: pa.Array, headers: pa.Array, batch_cols: dict, *,
+              ts_nulls: Optional[int] = None) -> pa.RecordBatch:
     ts_bitmap, ts_nulls = _validity(ts != rb.NO_TIMESTAMP) if ts_nulls != 0 else (None, 0)
     cols = {
         "key": key,
         "value": value,
         "topic": _repeated_string(pid.topic, n),
-        "partition": _repeated_int32(pid.partition, n),
+        "partition": _repeated(pid.partition, np.int32, n),
         "offset": pa.array(offsets),
         "timestamp": pa.Array.from_buffers(TIMESTAMP_TYPE, n, [ts_bitmap, pa.py_buffer(ts)], null_count=ts_nulls),
-        "timestampType": ts_type if isinstance(ts_type, pa.Array) else pa.array(ts_type.astype(np.int32, copy=False)),
+        "timestampType": ts_type,
         "headers": headers,
     }
     cols.update(batch_cols)
@@ -306,7 +302,7 @@ def decode_reference(buf, h: HeaderArrays, pid: PartitionId, *, path=None, verif
         pa.array([r.value for r in rows], pa.binary()),
         np.array([r.offset for r in rows], dtype=np.int64),
         np.array([r.timestamp for r in rows], dtype=np.int64),
-        np.array([r.timestamp_type for r in rows], dtype=np.int32),
+        pa.array([r.timestamp_type for r in rows], pa.int32()),
         pa.array(header_rows, HEADERS_TYPE),
         batch_cols,
     )
