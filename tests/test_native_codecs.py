@@ -153,6 +153,20 @@ def test_incompressible_lz4_blocks_are_stored_and_copied(tmp_path, without_nativ
     _assert_same(_write(tmp_path, _with_payload(recs, codecs.LZ4, payload)), without_native)
 
 
+def test_lz4_block_that_also_reads_as_size_prefixed_decodes_as_plain(tmp_path, without_native):
+    """cramjam's block decoder, asked without an output length, read this block's first four bytes
+    (c3 0e 00 00) as a size prefix and returned 17 wrong bytes without an error; found by
+    hypothesis in the cleaner's writer test."""
+    recs = [rb.V2Record(offset, 1_700_000_000_000, None, None) for offset in (128, 129, 130)]
+    region = rb.encode_batch(recs, base_offset=0)[rb.RECORDS_OFFSET:]
+    payload = codecs.compress(codecs.LZ4, region)
+    assert payload[11:15] == bytes.fromhex("c30e0000")
+    assert codecs.decompress(codecs.LZ4, payload) == region
+    table = _assert_same(_write(tmp_path, _with_payload(recs, codecs.LZ4, payload, base_offset=0)), without_native)
+    assert table.column("offset").to_pylist() == [128, 129, 130]
+    assert table.column("value").null_count == 3
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(values=st.lists(st.binary(max_size=300) | st.sampled_from([b"a" * 70, b"ab" * 40, b"abcdefghij" * 9,
                                                                   b"0123456789abcdefXY" * 5]),

@@ -293,7 +293,11 @@ def _lz4_blocks(data, pos: int, out: OutputBuffer, at: int, max_bytes: int, bloc
         else:
             arr = out.reserve(at + block_max, at)
             try:
-                at += cramjam.lz4.decompress_block_into(data[pos:pos + size], arr[at:at + block_max])
+                # output_len is required: without it cramjam 2.14 may read the block's first four bytes
+                # as a size prefix and decode the rest, returning wrong bytes without an error when that
+                # rest happens to be a valid block (hypothesis found a 3-record batch that does it)
+                at += cramjam.lz4.decompress_block_into(data[pos:pos + size], arr[at:at + block_max],
+                                                        output_len=block_max)
             except Exception as e:
                 raise DecompressionError(f"lz4: {e}") from None
         if at - start > max_bytes:
