@@ -203,3 +203,27 @@ def test_constant_batch_columns_share_one_buffer_across_windows(tmp_path):
     varying = t.column("baseOffset")                            # differs per batch: written per window
     assert len({chunk.buffers()[1].address for chunk in varying.chunks}) == varying.num_chunks
     assert varying.to_pylist() == [i - i % 20 for i in range(400)]
+
+
+@pytest.mark.parametrize("codec", [0, 3])
+def test_keys_and_values_of_a_window_share_one_allocation(tmp_path, codec):
+    """Keys are walked into the workspace and appended after the values, so a window makes one
+    allocation for its key and value bytes, and a decode allocates little more than it returns."""
+    d = tmp_path / "alloc-0"
+    d.mkdir()
+    recs = [rb.V2Record(i, 1000 + i, b"key-%06d" % i, b"value-%d-" % i + b"x" * (i % 90)) for i in range(20000)]
+    log = d / "00000000000000000000.log"
+    log.write_bytes(b"".join(rb.encode_batch(recs[i:i + 100], codec=codec) for i in range(0, 20000, 100)))
+    segment.read_segment(log, engine="accel", window_bytes=256 << 10)       # workspaces and caches warm
+    pool = pa.default_memory_pool()
+    before = pool.total_bytes_allocated()
+    t = segment.read_segment(log, engine="accel", window_bytes=256 << 10)
+    allocated = pool.total_bytes_allocated() - before
+    assert t.column("key").num_chunks > 2
+    for k, v in zip(t.column("key").chunks, t.column("value").chunks):
+        v_data, k_data = v.buffers()[2], k.buffers()[2]
+        assert k_data.address == v_data.address + v_data.size          # keys follow the values
+    assert t.column("key").to_pylist() == [r.key for r in recs]
+    assert t.column("value").to_pylist() == [r.value for r in recs]
+    distinct = {b.address: b.size for col in t.columns for chunk in col.chunks for b in chunk.buffers() if b is not None}
+    assert allocated < 1.25 * sum(distinct.values()) + (1 << 20)
