@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
 from bench.gen import CODECS, DEFAULT_DIR, DEFAULT_RECORDS, ensure_segments
+from bench import memprobe
 
 TARGET_VS_AIOKAFKA = 3.0          # uncompressed: >= 3x aiokafka's records/s
 TARGET_VS_KAFKA_PYTHON = 30.0     # uncompressed: >= 30x kafka-python's
@@ -650,7 +651,9 @@ def markdown(summaries: List[dict], meta: dict) -> str:
         f"{' + uncommitted ' + ', '.join(code['dirty']) if code.get('dirty') else ''} "
         f"(source hash {code.get('kafkalog_sha256', '?')}) · medians of {meta['reps']} interleaved repetitions "
         f"({meta['kp_reps']} for kafka-python) · load average {meta['loadavg_start']} at start, "
-        f"{meta['loadavg_end']} at end · {meta['elapsed_s']:.0f} s in all",
+        f"{meta['loadavg_end']} at end · first touch of new memory (bench/memprobe.py, growing) "
+        f"{meta.get('growth_ms_per_mib_start', float('nan')):.2f} ms/MiB at start, "
+        f"{meta.get('growth_ms_per_mib_end', float('nan')):.2f} at end · {meta['elapsed_s']:.0f} s in all",
     ]
     if meta.get("code_changed"):
         lines += ["", "**kafkalog's source changed during this run: these numbers mix two versions.**"]
@@ -907,7 +910,7 @@ def main(argv=None) -> int:
     t_start = time.perf_counter()
     meta = {"records": args.records, "reps": args.reps, "kp_reps": args.kp_reps, "facts": machine_facts(),
             "loadavg_start": " ".join(open("/proc/loadavg").read().split()[:3]), "busy_start": busy_processes(),
-            "code_start": code_state()}
+            "code_start": code_state(), "growth_ms_per_mib_start": memprobe.growing(16, 12)}
     codecs = [c.strip() for c in args.codecs.split(",") if c.strip()]
     facts = ensure_segments(args.dir, args.records, codecs, log=log)
     warm = ensure_segments(args.dir, WARM_RECORDS, codecs, log=log)
@@ -923,6 +926,7 @@ def main(argv=None) -> int:
             log(f"== profile {codec}")
             profiles.append(profile_codec(codec, facts[codec], args.reps))
     meta["loadavg_end"] = " ".join(open("/proc/loadavg").read().split()[:3])
+    meta["growth_ms_per_mib_end"] = memprobe.growing(16, 12)
     meta["busy_end"] = busy_processes()
     meta["code_end"] = code_state()
     meta["code_changed"] = meta["code_end"]["kafkalog_sha256"] != meta["code_start"]["kafkalog_sha256"]
