@@ -56,6 +56,23 @@ def _zigzag32(raw):
 
 
 @njit(cache=_CACHE, inline="always")
+def _skip_nullable_bytes(src, c, rend):
+    """Skip a key, value or header value (varint length, -1 for null, then the bytes) at ``c``.
+    Returns (ENC_OK, next position) or (ENC_MALFORMED / ENC_FALLBACK, position)."""
+    r, c, ok = _skip_varint(src, c, rend, 5, 0x0F)
+    if c < 0:
+        return ENC_MALFORMED, c
+    n = _zigzag32(r)
+    if not ok or n < -1:
+        return ENC_FALLBACK, c
+    if n > 0:
+        c += n
+        if c > rend:
+            return ENC_MALFORMED, c
+    return ENC_OK, c
+
+
+@njit(cache=_CACHE, inline="always")
 def _write_unsigned(out, q, raw):
     while raw >= np.uint64(0x80):
         out[q] = np.uint8((raw & np.uint64(0x7F)) | np.uint64(0x80))
@@ -107,16 +124,9 @@ def rewrite_records_kernel(src, start, end, count, keep, ts_delta, out, out_star
             return ENC_FALLBACK, q
         # key, value
         for _f in range(2):
-            r, c, ok = _skip_varint(src, c, rend, 5, 0x0F)
-            if c < 0:
-                return ENC_MALFORMED, q
-            n = _zigzag32(r)
-            if not ok or n < -1:
-                return ENC_FALLBACK, q
-            if n > 0:
-                c += n
-                if c > rend:
-                    return ENC_MALFORMED, q
+            st, c = _skip_nullable_bytes(src, c, rend)
+            if st != ENC_OK:
+                return st, q
         r, c, ok = _skip_varint(src, c, rend, 5, 0x0F)
         if c < 0:
             return ENC_MALFORMED, q
@@ -134,16 +144,9 @@ def rewrite_records_kernel(src, start, end, count, keep, ts_delta, out, out_star
                 if src[j] >= 0x80:          # non-ASCII header key: the reference re-encodes its text
                     return ENC_FALLBACK, q
             c += n
-            r, c, ok = _skip_varint(src, c, rend, 5, 0x0F)
-            if c < 0:
-                return ENC_MALFORMED, q
-            n = _zigzag32(r)
-            if not ok or n < -1:
-                return ENC_FALLBACK, q
-            if n > 0:
-                c += n
-                if c > rend:
-                    return ENC_MALFORMED, q
+            st, c = _skip_nullable_bytes(src, c, rend)
+            if st != ENC_OK:
+                return st, q
         if c != rend:
             return ENC_MALFORMED, q
         d = ts_delta[k]
