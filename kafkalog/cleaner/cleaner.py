@@ -383,6 +383,16 @@ class _Sink:
 
 
 @dataclass
+class _Chunk:
+    """What one read chunk has written so far: the cleaner appends one index entry per chunk (its
+    largest offset, largest timestamp and that timestamp's offset) when the chunk wrote anything."""
+    start: int
+    max_offset: int = -1
+    max_ts: int = -1
+    max_ts_offset: int = -1
+
+
+@dataclass
 class _GroupOutput:
     base_offset: int
     sources: List[LogSegment]
@@ -390,6 +400,23 @@ class _GroupOutput:
     appender: IndexAppender
     txn_entries: list
     counts: FilterCounts
+
+    def begin_chunk(self) -> _Chunk:
+        return _Chunk(self.sink.size)
+
+    def write(self, chunk: _Chunk, output, max_offset: int, max_timestamp: int, offset_of_max_timestamp: int) -> None:
+        """One filtered batch's bytes (nothing when it kept no records)."""
+        if output:
+            self.sink.write(output)
+            chunk.max_offset = max(chunk.max_offset, max_offset)
+            if max_timestamp > chunk.max_ts:
+                chunk.max_ts, chunk.max_ts_offset = max_timestamp, offset_of_max_timestamp
+
+    def end_chunk(self, chunk: _Chunk) -> None:
+        if self.sink.size > chunk.start:
+            self.appender.append(position=chunk.start, size=self.sink.size - chunk.start,
+                                 largest_offset=chunk.max_offset, largest_timestamp=chunk.max_ts,
+                                 offset_of_max_timestamp=chunk.max_ts_offset)
 
 
 def _clean_group(plan: PartitionPlan, sources: List[LogSegment], offset_map: OffsetMap,
@@ -413,8 +440,7 @@ def _clean_group(plan: PartitionPlan, sources: List[LogSegment], offset_map: Off
             continue
         batches = read_batches(seg, max_batch_bytes=_max_batch_bytes(cfg))     # streamed, in file order
         for first, end in chunks:
-            chunk_start = out.sink.size
-            max_offset, max_ts, max_ts_offset = -1, -1, -1
+            chunk = out.begin_chunk()
             for _ in range(end - first):
                 batch = next(batches)
                 h = batch.header
@@ -429,14 +455,8 @@ def _clean_group(plan: PartitionPlan, sources: List[LogSegment], offset_map: Off
                                   record_decisions=want_reasons)
                 _record_audit(result, fb, record_decisions)
                 out.counts.add(fb.counts)
-                if fb.output:
-                    out.sink.write(fb.output)
-                    max_offset = max(max_offset, fb.max_offset)
-                    if fb.max_timestamp > max_ts:
-                        max_ts, max_ts_offset = fb.max_timestamp, fb.shallow_offset_of_max_timestamp
-            if out.sink.size > chunk_start:
-                appender.append(position=chunk_start, size=out.sink.size - chunk_start, largest_offset=max_offset,
-                                largest_timestamp=max_ts, offset_of_max_timestamp=max_ts_offset)
+                out.write(chunk, fb.output, fb.max_offset, fb.max_timestamp, fb.shallow_offset_of_max_timestamp)
+            out.end_chunk(chunk)
     return out
 
 
@@ -466,20 +486,13 @@ def _clean_segment_fast(plan: PartitionPlan, seg: LogSegment, chunks, tracker: C
         return pending[taken - 1]
 
     for first, end in chunks:
-        chunk_start = out.sink.size
-        max_offset, max_ts, max_ts_offset = -1, -1, -1
+        chunk = out.begin_chunk()
         for _ in range(end - first):
             bo = next_batch()
             if bo.filtered is not None:
                 _record_audit(result, bo.filtered, record_decisions)
-            if bo.output:
-                out.sink.write(bo.output)
-                max_offset = max(max_offset, bo.max_offset)
-                if bo.max_timestamp > max_ts:
-                    max_ts, max_ts_offset = bo.max_timestamp, bo.shallow_offset_of_max_timestamp
-        if out.sink.size > chunk_start:
-            out.appender.append(position=chunk_start, size=out.sink.size - chunk_start, largest_offset=max_offset,
-                                largest_timestamp=max_ts, offset_of_max_timestamp=max_ts_offset)
+            out.write(chunk, bo.output, bo.max_offset, bo.max_timestamp, bo.shallow_offset_of_max_timestamp)
+        out.end_chunk(chunk)
 
 
 def _record_audit(result: PartitionCleanResult, fb: FilteredBatch, record_decisions: RecordDecisions) -> None:
