@@ -24,6 +24,10 @@ from .format.schema import RECORD_SCHEMA
 
 DEFAULT_WINDOW_BYTES = 16 << 20       # file bytes walked per window; decoded data per RecordBatch is bounded too
 DEFAULT_BATCH_BYTES = 16 * 1024       # producers' batch.size, for batches write_segment forms itself
+# Header slots of a first window. Sizing every window for its bound (a 16 MiB window could hold
+# 645k of the smallest entries: 5 MiB per int64 column) made numpy map each column with huge pages,
+# so every window zeroed ~16 MiB to use ~12 KB.
+FIRST_WINDOW_SLOTS = 4096
 
 
 @dataclass(frozen=True)
@@ -110,18 +114,26 @@ class SegmentReader:
                     return
 
     def _windows(self, buf, engine):
-        """Walk the file window by window: (header arrays, walk problem or None)."""
+        """Walk the file window by window: (header arrays, walk problem or None).
+
+        Header arrays are sized for the batches a window holds, not for the most it could hold:
+        FIRST_WINDOW_SLOTS to start, four times more after a window that filled them (it ends
+        early and the next one goes on), up to one slot per smallest entry of the window's bytes.
+        """
         opts = self.options
         end = len(buf)
         pos = 0
+        slots = FIRST_WINDOW_SLOTS
         while True:
-            cap = max(16, min(opts.window_bytes, end - pos) // 26 + 2)
-            h = HeaderArrays.empty(cap)
+            most = max(16, min(opts.window_bytes, end - pos) // legacy.RECORD_OVERHEAD_V0 + 2)
+            h = HeaderArrays.empty(min(slots, most))
             n, status, stop_pos = _scan(buf, pos, end, opts.window_bytes, h, engine)
             problem = None if status in (OK_END, OK_WINDOW) else walk_error(status, buf, stop_pos, end, self.path)
             yield h.head(n), problem
             if status != OK_WINDOW:
                 return
+            if n == len(h):
+                slots *= 4
             pos = stop_pos
 
     def _deliver(self, fut: Future):

@@ -69,6 +69,17 @@ def test_stream_windows_are_bounded_and_add_up(tmp_path):
         assert segment.read_segment(log, window_bytes=64 << 10, threads=threads).equals(whole)
 
 
+def test_a_window_of_more_batches_than_its_header_slots_ends_early(tmp_path):
+    """Header arrays start at FIRST_WINDOW_SLOTS batches and grow 4x after a window fills them."""
+    n = segment.FIRST_WINDOW_SLOTS * 5 + 7
+    log = segment.write_segment(tmp_path / "t-0", _table(n), batch_bytes=1)      # one record per batch
+    whole = segment.read_segment(log, threads=1)
+    assert whole.column("offset").to_pylist() == _table(n).column("offset").to_pylist()
+    parts = list(segment.iter_segment(log))
+    assert [p.num_rows for p in parts] == [segment.FIRST_WINDOW_SLOTS, 4 * segment.FIRST_WINDOW_SLOTS, 7]
+    assert pa.Table.from_batches(parts).equals(whole)
+
+
 @pytest.mark.parametrize("compression", ["gzip", "snappy", "lz4", "zstd"])
 def test_threaded_windows_for_every_codec(tmp_path, compression):
     """Windows decode concurrently; codec contexts must not be shared between threads."""
