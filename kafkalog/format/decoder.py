@@ -17,6 +17,7 @@ import pyarrow as pa
 from ..errors import InvalidRecordError, KafkalogError
 from . import record_batch as rb
 from . import records_reference as ref
+from .buffer_pool import OUTPUT_POOL
 from .compression import DEFAULT_MAX_BATCH_BYTES, OutputBuffer, decompress_into
 from .file_records import HeaderArrays
 from .schema import HEADER_TYPE, HEADERS_TYPE, RECORD_SCHEMA, TIMESTAMP_TYPE
@@ -45,10 +46,10 @@ _EMPTY = _readonly(np.zeros(1, dtype=np.uint8))
 
 
 def _pool_empty(n: int, dtype) -> np.ndarray:
-    """An uninitialised array in Arrow's memory pool (mimalloc/jemalloc): freed tables' memory is
-    reused across calls and threads, where fresh numpy allocations page-fault on first touch."""
+    """An uninitialised array from the output BufferPool (large) or Arrow's pool (small): freed
+    tables' memory is reused across calls and threads, where fresh allocations page-fault."""
     dtype = np.dtype(dtype)
-    return np.frombuffer(pa.allocate_buffer(max(n, 1) * dtype.itemsize), dtype=dtype, count=n)
+    return np.frombuffer(OUTPUT_POOL.allocate(max(n, 1) * dtype.itemsize), dtype=dtype, count=n)
 
 
 def _fit(data: np.ndarray, used: int) -> np.ndarray:
@@ -79,7 +80,7 @@ def _carve(shapes) -> List[np.ndarray]:
     for count, dtype in shapes:
         offsets.append(total)
         total += (count * np.dtype(dtype).itemsize + 63) & ~63
-    block = pa.allocate_buffer(max(total, 1))
+    block = OUTPUT_POOL.allocate(max(total, 1))
     return [np.frombuffer(block, dtype=dtype, count=count, offset=off) for (count, dtype), off in zip(shapes, offsets)]
 
 
