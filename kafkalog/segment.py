@@ -28,6 +28,7 @@ DEFAULT_BATCH_BYTES = 16 * 1024       # producers' batch.size, for batches write
 # 645k of the smallest entries: 5 MiB per int64 column) made numpy map each column with huge pages,
 # so every window zeroed ~16 MiB to use ~12 KB.
 FIRST_WINDOW_SLOTS = 4096
+MIN_SPLIT_BYTES = 1 << 20             # a file is not cut into windows smaller than this to share it out
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,7 @@ class SegmentReader:
         with MappedFile(self.path) as f, ThreadPoolExecutor(max_workers=threads) as pool:
             buf = f.array
             pending: Deque[Future] = deque()
-            for h, walk_problem in self._windows(buf, engine):
+            for h, walk_problem in self._windows(buf, engine, threads):
                 pending.append(pool.submit(self._decode_window, buf, h, walk_problem, engine))
                 if len(pending) > threads:
                     stop = yield from self._deliver(pending.popleft())
@@ -113,8 +114,12 @@ class SegmentReader:
                         fut.cancel()
                     return
 
-    def _windows(self, buf, engine):
+    def _windows(self, buf, engine, threads: int = 1):
         """Walk the file window by window: (header arrays, walk problem or None).
+
+        Windows split the file evenly into a multiple of ``threads``, each at most ``window_bytes``
+        (and at least MIN_SPLIT_BYTES), so the threads finish together: a 9 MB file was one window
+        for one thread, and 85 MB in 16 MiB windows five and a bit.
 
         Header arrays are sized for the batches a window holds, not for the most it could hold:
         FIRST_WINDOW_SLOTS to start, four times more after a window that filled them (it ends
@@ -122,12 +127,13 @@ class SegmentReader:
         """
         opts = self.options
         end = len(buf)
+        window = even_window_bytes(end, opts.window_bytes, threads)
         pos = 0
         slots = FIRST_WINDOW_SLOTS
         while True:
-            most = max(16, min(opts.window_bytes, end - pos) // legacy.RECORD_OVERHEAD_V0 + 2)
+            most = max(16, min(window, end - pos) // legacy.RECORD_OVERHEAD_V0 + 2)
             h = HeaderArrays.empty(min(slots, most))
-            n, status, stop_pos = _scan(buf, pos, end, opts.window_bytes, h, engine)
+            n, status, stop_pos = _scan(buf, pos, end, window, h, engine)
             problem = None if status in (OK_END, OK_WINDOW) else walk_error(status, buf, stop_pos, end, self.path)
             yield h.head(n), problem
             if status != OK_WINDOW:
@@ -199,6 +205,15 @@ class SegmentReader:
             return i
         idx = int(np.searchsorted(h.position[i:], e.position, side="right")) - 1
         return i + max(idx, 0)
+
+
+def even_window_bytes(file_bytes: int, window_bytes: int, threads: int) -> int:
+    """Window size that cuts ``file_bytes`` into a multiple of ``threads`` windows of at most
+    ``window_bytes``; windows end at the first batch boundary past it, so the last may be small."""
+    if threads <= 1 or file_bytes <= MIN_SPLIT_BYTES:
+        return window_bytes
+    rounds = -(-file_bytes // (window_bytes * threads))
+    return min(window_bytes, max(MIN_SPLIT_BYTES, -(-file_bytes // (rounds * threads))))
 
 
 def iter_segment(path, *, topic: Optional[str] = None, partition: Optional[int] = None,

@@ -69,13 +69,31 @@ def test_stream_windows_are_bounded_and_add_up(tmp_path):
         assert segment.read_segment(log, window_bytes=64 << 10, threads=threads).equals(whole)
 
 
+def test_windows_share_a_file_evenly_between_threads():
+    mib = 1 << 20
+    assert segment.even_window_bytes(85_600_000, 16 * mib, 2) == 85_600_000 // 6 + 1   # 6, not 5 + a bit
+    assert segment.even_window_bytes(9 * mib, 16 * mib, 2) == 9 * mib // 2              # one per thread
+    assert segment.even_window_bytes(9 * mib, 16 * mib, 1) == 16 * mib
+    assert segment.even_window_bytes(mib // 2, 16 * mib, 2) == 16 * mib                 # too small to cut
+    assert segment.even_window_bytes(3 * mib, 2 * mib, 4) == mib                         # not below 1 MiB
+    assert segment.even_window_bytes(90 * mib, 64 << 10, 2) == 64 << 10                  # never above the bound
+
+
+def test_a_small_file_is_decoded_by_every_thread(tmp_path):
+    log = segment.write_segment(tmp_path / "t-0", _table(60_000), compression="lz4")
+    assert (1 << 20) < log.stat().st_size < segment.DEFAULT_WINDOW_BYTES
+    parts = list(segment.iter_segment(log, threads=2))
+    assert len(parts) == 2
+    assert pa.Table.from_batches(parts).equals(segment.read_segment(log, threads=1))
+
+
 def test_a_window_of_more_batches_than_its_header_slots_ends_early(tmp_path):
     """Header arrays start at FIRST_WINDOW_SLOTS batches and grow 4x after a window fills them."""
     n = segment.FIRST_WINDOW_SLOTS * 5 + 7
     log = segment.write_segment(tmp_path / "t-0", _table(n), batch_bytes=1)      # one record per batch
     whole = segment.read_segment(log, threads=1)
     assert whole.column("offset").to_pylist() == _table(n).column("offset").to_pylist()
-    parts = list(segment.iter_segment(log))
+    parts = list(segment.iter_segment(log, threads=1))          # one thread: windows are not cut by bytes
     assert [p.num_rows for p in parts] == [segment.FIRST_WINDOW_SLOTS, 4 * segment.FIRST_WINDOW_SLOTS, 7]
     assert pa.Table.from_batches(parts).equals(whole)
 
