@@ -875,7 +875,7 @@ def main(argv=None) -> int:
     ap.add_argument("--records", type=int, default=DEFAULT_RECORDS)
     ap.add_argument("--quick", action="store_true", help="100k-record smoke run")
     ap.add_argument("--codecs", default=",".join(CODECS))
-    ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--kp-reps", type=int, default=3, help="repetitions for kafka-python (slow)")
     ap.add_argument("--no-kafka-python", action="store_true")
     ap.add_argument("--no-rss", action="store_true")

@@ -1,6 +1,7 @@
 """The output BufferPool: freed buffers come back and are reused, live ones are never handed out
 twice, and idle memory stays under its cap and age limit."""
 import gc
+import time
 
 import numpy as np
 import pyarrow as pa
@@ -22,6 +23,7 @@ class FakeClock:
 
 def pool(**kw) -> BufferPool:
     kw.setdefault("clock", FakeClock())
+    kw.setdefault("background_trim", False)
     return BufferPool(**kw)
 
 
@@ -61,13 +63,26 @@ def test_small_requests_and_a_disabled_pool_go_to_arrow():
     assert (p.stats.passed, off.stats.passed, p.stats.leased, off.stats.leased) == (1, 1, 0, 0)
 
 
-def test_idle_memory_stays_under_the_cap():
+def test_idle_memory_stays_under_the_cap_as_buffers_come_back():
     p = pool(max_idle_bytes=5 * MIB)
     bufs = [p.allocate(2 * MIB) for _ in range(4)]
     del bufs
     gc.collect()
+    assert p.stats.dropped == 2 and p.pending_bytes == 0      # applied on return, not on the next call
     assert p.idle_bytes == 4 * MIB
-    assert p.stats.dropped == 2
+
+
+def test_a_background_timer_lets_idle_slabs_go():
+    p = BufferPool(idle_seconds=0.2)
+    b = p.allocate(2 * MIB)
+    del b
+    gc.collect()
+    deadline = time.monotonic() + 10
+    while p.stats.dropped == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert p.stats.dropped == 1
+    time.sleep(0.5)
+    assert p._timer is None                                   # nothing idle: no timer left running
 
 
 def test_idle_slabs_expire():
@@ -128,23 +143,33 @@ def test_live_buffers_never_share_bytes(ops):
         assert (a[::4096] == mark).all() and a[-1] == mark
 
 
-def test_tables_stay_intact_while_later_reads_reuse_freed_memory(tmp_path):
-    rows = 60_000
+def _log(directory, rows, fill: bytes):
     records = pa.table({
         "offset": pa.array(range(rows), pa.int64()),
         "timestamp": pa.array([1_700_000_000_000 + i for i in range(rows)], pa.int64()),
         "key": pa.array([b"k%07d" % i for i in range(rows)]),
-        "value": pa.array([(b"v%07d" % i) * 4 for i in range(rows)]),
+        "value": pa.array([(b"%07d" % i) + fill * 25 for i in range(rows)]),
         "headers": pa.array([[]] * rows, pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
     })
-    log = write_segment(tmp_path / "orders-0", records, compression="lz4")
-    first = read_segment(log)
+    return write_segment(directory, records, compression="lz4")
+
+
+def test_tables_stay_intact_while_later_reads_reuse_freed_memory(tmp_path, monkeypatch):
+    """Only Arrow's own objects hold the first table's buffers; reads of other bytes reuse the
+    pool's idle slabs and must never be handed those."""
+    from kafkalog.format import decoder
+    p = BufferPool()
+    monkeypatch.setattr(decoder, "OUTPUT_POOL", p)
+    rows = 60_000
+    first = read_segment(_log(tmp_path / "a-0", rows, b"a"), engine="accel", threads=1)
     kept = first.column("value").slice(rows - 10)          # a slice pins its whole buffer
     expected = kept.to_pylist()
     del first
+    other = _log(tmp_path / "b-0", rows, b"b")
     for _ in range(4):
-        again = read_segment(log)
-        assert again.column("key").to_pylist()[-1] == b"k%07d" % (rows - 1)
+        again = read_segment(other, engine="accel", threads=1)
+        assert again.column("value").to_pylist()[-1] == b"%07d" % (rows - 1) + b"b" * 25
         del again
         gc.collect()
+    assert p.stats.reused > 0
     assert kept.to_pylist() == expected
