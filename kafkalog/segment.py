@@ -28,6 +28,7 @@ DEFAULT_BATCH_BYTES = 16 * 1024       # producers' batch.size, for batches write
 # 645k of the smallest entries: 5 MiB per int64 column) made numpy map each column with huge pages,
 # so every window zeroed ~16 MiB to use ~12 KB.
 FIRST_WINDOW_SLOTS = 4096
+SMALLEST_ENTRY_BYTES = legacy.LOG_OVERHEAD + legacy.RECORD_OVERHEAD_V0   # offset, size, then a v0 message: 26
 MIN_SPLIT_BYTES = 1 << 20             # a file is not cut into windows smaller than this to share it out
 
 
@@ -131,7 +132,7 @@ class SegmentReader:
         pos = 0
         slots = FIRST_WINDOW_SLOTS
         while True:
-            most = max(16, min(window, end - pos) // legacy.RECORD_OVERHEAD_V0 + 2)
+            most = max(16, min(window, end - pos) // SMALLEST_ENTRY_BYTES + 2)
             h = HeaderArrays.empty(min(slots, most))
             n, status, stop_pos = _scan(buf, pos, end, window, h, engine)
             problem = None if status in (OK_END, OK_WINDOW) else walk_error(status, buf, stop_pos, end, self.path)
