@@ -190,3 +190,16 @@ def test_an_unexpected_failure_is_exit_3_with_what_to_do(capsys):
     err = capsys.readouterr().err
     assert "failed: RuntimeError: Python worker exited unexpectedly (crashed)" in err
     assert "kafkalog recover" in err and "run the job again" in err
+
+
+def test_python_workers_cap_their_buffer_pool_from_spark_defaults(spark):
+    """conf/spark-defaults.conf gives each Python worker a smaller idle pool than a lone process's."""
+    from kafkalog.format.buffer_pool import DEFAULT_MAX_IDLE_BYTES
+
+    def worker_pool_cap(_rows):      # defined here so it is pickled by value, not by module name
+        from kafkalog.format.buffer_pool import OUTPUT_POOL
+        yield OUTPUT_POOL.max_idle_bytes
+
+    caps = set(spark.sparkContext.parallelize(range(2), 2).mapPartitions(worker_pool_cap).collect())
+    assert caps == {64 << 20}
+    assert DEFAULT_MAX_IDLE_BYTES > 64 << 20
