@@ -50,18 +50,22 @@ def state(d: Path):
     return records_of(flatten(read_partition(d)))
 
 
+def clean_a_copy(template: Path, log_dir: Path, config):
+    """Clean a copy of the template's log dir, uninterrupted: (result, steps taken, records after)."""
+    shutil.copytree(template.parent, log_dir)
+    steps = []
+    res = clean_partition(log_dir / template.name, config=config, now_ms=NOW,
+                          on_step=lambda step, path: steps.append(step))
+    return res, steps, state(log_dir / template.name)
+
+
 def test_crash_after_every_step_then_recover(tmp_path):
     template = write_partition(tmp_path / "template", crash_log())
     config = grouped_config(template)
     before = state(template)
 
-    after_dir = tmp_path / "after"
-    shutil.copytree(template.parent, after_dir)
-    steps = []
-    res = clean_partition(after_dir / template.name, config=config, now_ms=NOW,
-                          on_step=lambda step, path: steps.append(step))
+    res, steps, after = clean_a_copy(template, tmp_path / "after", config)
     assert res.cleaned and len(res.groups) >= 2, res
-    after = state(after_dir / template.name)
     assert after != before and len(steps) > 10
     seen = set()
     for i, step in enumerate(steps):
@@ -200,11 +204,7 @@ def test_process_killed_at_every_step_then_recover(tmp_path):
     template = write_partition(tmp_path / "template", crash_log())
     config = grouped_config(template)
     before = state(template)
-    probe = tmp_path / "probe"
-    shutil.copytree(template.parent, probe)
-    steps = []
-    clean_partition(probe / template.name, config=config, now_ms=NOW, on_step=lambda s, p: steps.append(s))
-    after = state(probe / template.name)
+    _res, steps, after = clean_a_copy(template, tmp_path / "probe", config)
     first_of_each = sorted({s: i for i, s in reversed(list(enumerate(steps)))}.values())
     assert len(first_of_each) >= 5
     for i in first_of_each:
