@@ -9,7 +9,8 @@ Order, so that a crash at any point leaves a log a broker loads with no live rec
 2. if the plan rolls, create the new empty active segment (``<log end offset>.log``, ``.index``,
    ``.timeindex``, all empty) and fsync the folder — before anything is renamed;
 3. rename every file of each deleted segment, and its producer snapshot, to ``<name>.deleted``; the
-   renamed file's mtime is set to "now", which is when its deletion delay starts; fsync the folder;
+   renamed file's mtime is set to "now", which is when its deletion delay starts (with the run's tag
+   in the nanoseconds below the millisecond, :func:`deletion_stamp_ns`); fsync the folder;
 4. truncate ``leader-epoch-checkpoint`` from the start at the new log start offset (atomic rewrite);
 5. (per log dir, by the caller) rewrite ``log-start-offset-checkpoint`` atomically:
    :func:`updated_log_start_offsets`.
@@ -20,6 +21,7 @@ the folder removes them all at once, which is also safe.
 from __future__ import annotations
 
 import os
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping, Optional
@@ -84,6 +86,26 @@ def purge_due(mtime_ms: int, now_ms: int, delay_ms: int) -> bool:
     return now_ms - mtime_ms >= delay_ms
 
 
+def run_tag(run_id: str) -> int:
+    """A run's tag, 1 ≤ tag < 1,000,000, kept in the sub-millisecond digits of the files it renames
+    (0 is a run without one)."""
+    return zlib.crc32(run_id.encode()) % 999_999 + 1
+
+
+def deletion_stamp_ns(now_ms: int, tag: int = 0) -> int:
+    """The mtime ``apply_plan`` gives each file it renames: ``now_ms``, when the file's deletion delay
+    starts (all Kafka and ``purge_due`` read), plus the run's tag in the nanoseconds below it."""
+    return now_ms * 1_000_000 + tag % 1_000_000
+
+
+def renamed_by_run(mtime_ns: int, now_ms: int, tag: int) -> bool:
+    """Whether a ``.deleted`` file carries the stamp of the run (``now_ms``, ``tag``), to the nanosecond
+    or, on a file system that keeps microseconds, to the microsecond. One that keeps whole seconds
+    loses the stamp: a retried task there reports only what it renamed itself."""
+    stamp = deletion_stamp_ns(now_ms, tag)
+    return mtime_ns in (stamp, stamp - stamp % 1_000)
+
+
 # --- side effects ---------------------------------------------------------------------------------
 
 def _touch_empty(path: Path) -> None:
@@ -94,11 +116,12 @@ def _touch_empty(path: Path) -> None:
         os.close(fd)
 
 
-def apply_plan(state: PartitionState, plan: RetentionPlan, *, now_ms: int,
+def apply_plan(state: PartitionState, plan: RetentionPlan, *, now_ms: int, tag: int = 0,
                result: Optional[DeletionResult] = None) -> DeletionResult:
     """Steps 1–4 above for one partition. Everything that can be checked is checked before anything
     is touched (PlanOutdatedError, or the leader-epoch file's CheckpointError); ``result`` (pass your
-    own to see how far a failure got) records each file as it is renamed."""
+    own to see how far a failure got) records each file as it is renamed; ``tag`` (:func:`run_tag`)
+    goes into their mtime, so a retried task of the same run knows them (:func:`renamed_by_run`)."""
     result = DeletionResult() if result is None else result
     by_base = {s.base_offset: s for s in state.segments}
     doomed = [by_base[d.base_offset] for d in plan.decisions if d.decision == DELETE]
@@ -127,7 +150,7 @@ def apply_plan(state: PartitionState, plan: RetentionPlan, *, now_ms: int,
             _touch_empty(path)
         result.rolled_segment = format_segment_file_name(plan.roll_at, LOG_SUFFIX)
         fsync_dir(state.path)
-    now_s = now_ms / 1000.0
+    stamp = deletion_stamp_ns(now_ms, tag)
     for seg in doomed:
         files = seg.files
         for path in (files.log, files.index, files.timeindex, files.txnindex, files.snapshot):
@@ -135,7 +158,7 @@ def apply_plan(state: PartitionState, plan: RetentionPlan, *, now_ms: int,
                 continue
             target = path.with_name(f"{path.name}.{DELETED_SUFFIX}")
             os.replace(path, target)
-            os.utime(target, (now_s, now_s))
+            os.utime(target, ns=(stamp, stamp))
             result.renamed.append(target.name)
     fsync_dir(state.path)
     if truncated is not None and truncated != epochs:

@@ -5,6 +5,12 @@ same two functions; the Spark job only spreads partitions over executors.
 Outcomes are plain dicts in the shape of ``OUTCOME_SCHEMA`` (one per partition, its segment decisions
 nested), so they cross the Arrow boundary unchanged. A partition never raises: trouble becomes
 ``status: "error"`` with a message naming the file and what to do, and the run goes on.
+
+A Spark task that is retried after it applied (an executor lost before its result came back) finds
+the segments it deleted already renamed. Given the run's ``tag``, applying stamps each renamed file
+with the run's ``now`` and tag, so the retry recognises them and reports them as deleted by an
+earlier attempt (``segments_deleted_earlier``, rule ``earlier attempt``) instead of losing them from
+the report. Another run, even as of the same ``now``, has another tag and claims none of them.
 """
 from __future__ import annotations
 
@@ -22,13 +28,14 @@ from .config import KafkaConfigs
 from .errors import KafkalogError
 from .format.file_records import scan_batches
 from .producer_snapshot import snapshot_file_name
-from .log_deletion import DeletionResult, apply_plan, purge_deleted_files, updated_log_start_offsets
-from .logdir import (CLEANED_SUFFIX, KRAFT_METADATA_TOPIC, LIVE, SWAP_SUFFIX, parse_partition_dir_name,
-                     scan_partition_dir)
+from .log_deletion import DeletionResult, apply_plan, purge_deleted_files, renamed_by_run, updated_log_start_offsets
+from .logdir import (CLEANED_SUFFIX, DELETED_SUFFIX, KRAFT_METADATA_TOPIC, LIVE, LOG_SUFFIX, SWAP_SUFFIX,
+                     parse_partition_dir_name, parse_segment_file_name, scan_partition_dir)
 from .retention import (HW_MISSING_ZERO, LogState, Segment, keep_active_segment, plan_retention,
                         resolve_high_watermark)
 
 PLANNED, APPLIED, SKIPPED, ERROR = "planned", "applied", "skipped", "error"
+EARLIER_ATTEMPT = "earlier attempt"      # the rule of a segment an earlier attempt of this run deleted
 
 DECISION_TYPE = pa.struct([
     pa.field("base_offset", pa.int64()),
@@ -60,6 +67,8 @@ OUTCOME_SCHEMA = pa.schema([
     pa.field("size_before", pa.int64()),
     pa.field("bytes_freed", pa.int64()),
     pa.field("segments_deleted", pa.int32()),
+    pa.field("segments_deleted_earlier", pa.int32()),   # by an earlier attempt of this run (a retried task)
+    pa.field("bytes_freed_earlier", pa.int64()),
     pa.field("renamed", pa.list_(pa.string())),
     pa.field("purged", pa.list_(pa.string())),
     pa.field("bytes_purged", pa.int64()),
@@ -72,16 +81,19 @@ OUTCOME_SCHEMA = pa.schema([
 def _base_outcome(log_dir, path, topic, partition) -> dict:
     return dict(log_dir=None if log_dir is None else os.fspath(log_dir), partition_dir=os.fspath(path),
                 topic=topic, partition=partition, decisions=[], renamed=[], purged=[], problems=[],
-                bytes_freed=0, bytes_purged=0, segments_deleted=0)
+                bytes_freed=0, bytes_purged=0, segments_deleted=0, segments_deleted_earlier=0,
+                bytes_freed_earlier=0)
 
 
 def retain_partition(path: os.PathLike | str, *, log_dir: Optional[os.PathLike | str], configs: KafkaConfigs,
                      now_ms: int, hw_missing: str = HW_MISSING_ZERO, execute: bool = False,
-                     delete_delay_ms: Optional[int] = None,
+                     delete_delay_ms: Optional[int] = None, tag: Optional[int] = None,
                      checkpoints: Optional[LogDirCheckpoints] = None) -> dict:
     """Decide (and with ``execute`` apply) retention for one partition folder; returns its outcome.
 
     ``delete_delay_ms`` overrides ``file.delete.delay.ms`` for removing ``.deleted`` files (0: at once).
+    ``tag`` (``log_deletion.run_tag`` of the run id) lets a retried attempt of the same run report what
+    an earlier one renamed; without it every call is a run of its own.
     The caller holds the log dir's lock when executing and calls :func:`finish_log_dir` afterwards."""
     started = time.monotonic()
     path = Path(path)
@@ -118,7 +130,9 @@ def retain_partition(path: os.PathLike | str, *, log_dir: Optional[os.PathLike |
         out["problems"] = list(checkpoints.problems) + state.problems
         _decide(state, config, configs, now_ms, hw_missing, out)
         if execute and out["status"] == PLANNED:
-            _apply(state, config, now_ms, delete_delay_ms, out)
+            if tag is not None:
+                _count_earlier_attempt(state, now_ms, tag, out)
+            _apply(state, config, now_ms, tag or 0, delete_delay_ms, out)
     except KafkalogError as exc:
         out.update(status=ERROR, message=str(exc))
     except OSError as exc:
@@ -160,6 +174,40 @@ def _decide(state: PartitionState, config, configs: KafkaConfigs, now_ms: int, h
     out["_state"] = state
 
 
+def deleted_by_earlier_attempt(state: PartitionState, now_ms: int, tag: int) -> list[tuple[int, int]]:
+    """(base offset, bytes) of each segment below the first live one whose ``.log`` the run
+    (``now_ms``, ``tag``) renamed to ``.deleted``: an earlier attempt, when Spark retried the task."""
+    first = state.segments[0].base_offset if state.segments else None
+    found = []
+    for path in state.leftovers:
+        try:
+            name = parse_segment_file_name(path.name)
+        except KafkalogError:
+            continue
+        if name.suffix != LOG_SUFFIX or name.temp != DELETED_SUFFIX:
+            continue
+        if first is not None and name.base_offset >= first:
+            continue
+        try:
+            stat = path.stat()
+        except FileNotFoundError:
+            continue
+        if renamed_by_run(stat.st_mtime_ns, now_ms, tag):
+            found.append((name.base_offset, stat.st_size))
+    return sorted(found)
+
+
+def _count_earlier_attempt(state: PartitionState, now_ms: int, tag: int, out: dict) -> None:
+    earlier = deleted_by_earlier_attempt(state, now_ms, tag)
+    if not earlier:
+        return
+    out["decisions"] = [dict(base_offset=base, size=size, largest_timestamp_ms=None, largest_timestamp_source=None,
+                             decision="delete", rule=EARLIER_ATTEMPT,
+                             reason="already renamed to .deleted by an earlier attempt of this run's task, "
+                                    "whose report was lost") for base, size in earlier] + out["decisions"]
+    out.update(segments_deleted_earlier=len(earlier), bytes_freed_earlier=sum(size for _, size in earlier))
+
+
 def _producer_state_lost_by_roll(state: PartitionState, roll_at: int) -> Optional[str]:
     """Why rolling and deleting every segment would lose producer state, or None. A broker's roll
     writes ``<log end offset>.snapshot`` (ProducerStateManager.takeSnapshot) and keeps it; offline we
@@ -176,11 +224,11 @@ def _producer_state_lost_by_roll(state: PartitionState, roll_at: int) -> Optiona
     return None
 
 
-def _apply(state: PartitionState, config, now_ms: int, delete_delay_ms: Optional[int], out: dict) -> None:
+def _apply(state: PartitionState, config, now_ms: int, tag: int, delete_delay_ms: Optional[int], out: dict) -> None:
     plan = out["_plan"]
     result = DeletionResult()
     try:
-        apply_plan(state, plan, now_ms=now_ms, result=result)
+        apply_plan(state, plan, now_ms=now_ms, tag=tag, result=result)
         delay = config.file_delete_delay_ms if delete_delay_ms is None else delete_delay_ms
         leftovers = list(state.leftovers) + [state.path / name for name in result.renamed]
         purge_deleted_files(leftovers, now_ms=now_ms, delay_ms=delay, result=result)
@@ -200,7 +248,7 @@ def finish_log_dir(log_dir: os.PathLike | str, outcomes: Iterable[dict]) -> dict
     path = Path(log_dir) / LOG_START_OFFSET_CHECKPOINT
     changes = {}
     for o in outcomes:
-        if o.get("status") == APPLIED and o.get("segments_deleted"):
+        if o.get("status") == APPLIED and (o.get("segments_deleted") or o.get("segments_deleted_earlier")):
             changes[(o["topic"], o["partition"])] = (o["new_log_start_offset"], o["first_base_offset_after"])
     if not changes:
         return {"path": os.fspath(path), "changed": []}
@@ -212,6 +260,9 @@ def finish_log_dir(log_dir: os.PathLike | str, outcomes: Iterable[dict]) -> dict
     return {"path": os.fspath(path), "changed": changed}
 
 
+_TOTALS = ("segments_deleted", "bytes_freed", "segments_deleted_earlier", "bytes_freed_earlier", "bytes_purged")
+
+
 def retention_summary(outcomes: Iterable[dict]) -> dict:
     """Totals for the report: partitions by status, segments and bytes to free, per topic."""
     outcomes = list(outcomes)
@@ -219,19 +270,15 @@ def retention_summary(outcomes: Iterable[dict]) -> dict:
     statuses: dict[str, int] = {}
     for o in outcomes:
         statuses[o["status"]] = statuses.get(o["status"], 0) + 1
-        topic = by_topic.setdefault(o.get("topic") or "?", {"partitions": 0, "segments_deleted": 0,
-                                                              "bytes_freed": 0, "bytes_purged": 0})
+        topic = by_topic.setdefault(o.get("topic") or "?", {"partitions": 0, **{k: 0 for k in _TOTALS}})
         topic["partitions"] += 1
-        topic["segments_deleted"] += o.get("segments_deleted") or 0
-        topic["bytes_freed"] += o.get("bytes_freed") or 0
-        topic["bytes_purged"] += o.get("bytes_purged") or 0
+        for k in _TOTALS:
+            topic[k] += o.get(k) or 0
     return {
         "partitions": len(outcomes),
         "statuses": statuses,
         "segments": sum(len(o.get("decisions") or []) for o in outcomes),
-        "segments_deleted": sum(o.get("segments_deleted") or 0 for o in outcomes),
-        "bytes_freed": sum(o.get("bytes_freed") or 0 for o in outcomes),
-        "bytes_purged": sum(o.get("bytes_purged") or 0 for o in outcomes),
+        **{k: sum(o.get(k) or 0 for o in outcomes) for k in _TOTALS},
         "topics": dict(sorted(by_topic.items())),
         "errors": [{"partition_dir": o["partition_dir"], "message": o["message"]}
                    for o in outcomes if o["status"] == ERROR],

@@ -9,11 +9,11 @@ import pytest
 from kafkalog import checkpoint
 from kafkalog.catalog import load_partition_path
 from kafkalog.config import configs_from_mappings
-from kafkalog.log_deletion import (PlanOutdatedError, apply_plan, truncate_epochs_from_start,
+from kafkalog.log_deletion import (PlanOutdatedError, apply_plan, renamed_by_run, run_tag, truncate_epochs_from_start,
                                    updated_log_start_offsets)
 from kafkalog.checkpoint import EpochEntry
 from kafkalog.retention import LogState, Segment, plan_retention
-from kafkalog.retention_run import finish_log_dir, retain_partition
+from kafkalog.retention_run import EARLIER_ATTEMPT, finish_log_dir, retain_partition, retention_summary
 from kafkalog.segment import read_segment
 
 from logdirs import make_partition, snapshot, write_checkpoints
@@ -61,10 +61,11 @@ def test_execute_renames_then_purges_after_the_delay(tmp_path):
     # leader epochs truncated from the start at the new log start offset 4: (5, 4) is the last removed
     assert checkpoint.read_leader_epoch_checkpoint(folder / checkpoint.LEADER_EPOCH_CHECKPOINT) == [EpochEntry(5, 4)]
     assert finish_log_dir(tmp_path, [out])["changed"] == []   # log start == first base: no entry needed
-    # a second run at the same time changes nothing
+    # a second run at the same time changes nothing, and claims nothing the first one did
     before = snapshot(tmp_path)
-    again = run(tmp_path, folder, execute=True)
+    again = run(tmp_path, folder, execute=True, tag=run_tag("another run"))
     assert again["segments_deleted"] == 0 and again["purged"] == [] and snapshot(tmp_path) == before
+    assert again["segments_deleted_earlier"] == 0
     # one minute later (file.delete.delay.ms) the .deleted files go
     later = run(tmp_path, folder, execute=True, now=NOW + 60_000)
     assert len(later["purged"]) == 10 and later["bytes_purged"] > 0     # 3 segments x 3 files + the snapshot
@@ -203,3 +204,84 @@ def test_no_roll_that_would_lose_producer_state(tmp_path):
     (folder / "00000000000000000004.snapshot").write_bytes(b"")      # a clean shutdown wrote it
     out = run(tmp_path, folder, execute=True, delay=0)
     assert out["roll_at"] == 4 and out["segments_deleted"] == 1
+
+
+def test_a_retried_task_reports_what_its_lost_attempt_deleted(tmp_path, monkeypatch):
+    """Spark reruns a task whose executor was lost after it had renamed part of its plan. The retry
+    finishes the plan and reports the segments the first attempt renamed, so the run's report and the
+    log-start-offset checkpoint come out as from one uninterrupted attempt."""
+    now = NOW + 123            # a stamp that float seconds would not keep to the millisecond
+    tag = run_tag("the run")
+    whole = old_and_new(tmp_path / "whole")
+    folder = old_and_new(tmp_path / "retried")
+    for log_dir in (tmp_path / "whole", tmp_path / "retried"):     # a log start inside the first segment
+        write_checkpoints(log_dir, log_start_offsets={("t", 0): 1, ("u", 0): 7})
+    undisturbed = run(tmp_path / "whole", whole, execute=True, now=now, tag=tag)
+    finish_log_dir(tmp_path / "whole", [undisturbed])
+    real_replace = os.replace
+
+    def lost_at_second_segment(src, dst):
+        if os.path.basename(src) == "00000000000000000002.log":
+            raise OSError(5, "Input/output error", src)          # the executor goes away here
+        real_replace(src, dst)
+
+    monkeypatch.setattr("kafkalog.log_deletion.os.replace", lost_at_second_segment)
+    first = run(tmp_path / "retried", folder, execute=True, now=now, tag=tag)
+    assert first["status"] == "error" and "00000000000000000000.log.deleted" in first["renamed"]   # a lost report
+    monkeypatch.setattr("kafkalog.log_deletion.os.replace", real_replace)
+    assert run(tmp_path / "retried", folder, execute=False, now=now, tag=tag)["segments_deleted_earlier"] == 0
+    retry = run(tmp_path / "retried", folder, execute=True, now=now, tag=tag)
+    assert retry["status"] == "applied"
+    assert (retry["segments_deleted"], retry["segments_deleted_earlier"]) == (2, 1)
+    assert retry["bytes_freed"] + retry["bytes_freed_earlier"] == undisturbed["bytes_freed"]
+    rules = [(d["base_offset"], d["decision"], d["rule"]) for d in retry["decisions"]]
+    assert rules[0] == (0, "delete", EARLIER_ATTEMPT)
+    assert [b for b, decision, _ in rules if decision == "delete"] == [0, 2, 3]
+    assert [b for b, decision, _ in rules if decision == "delete"] == [
+        d["base_offset"] for d in undisturbed["decisions"] if d["decision"] == "delete"]
+    assert retry["new_log_start_offset"] == undisturbed["new_log_start_offset"] == 4
+    assert sorted(os.listdir(folder)) == sorted(os.listdir(whole))
+    assert finish_log_dir(tmp_path / "retried", [retry])["changed"] == ["t-0"]
+    ckpt = checkpoint.LOG_START_OFFSET_CHECKPOINT
+    assert checkpoint.read_offset_checkpoint(tmp_path / "retried" / ckpt) == {("u", 0): 7}
+    assert (tmp_path / "retried" / ckpt).read_bytes() == (tmp_path / "whole" / ckpt).read_bytes()
+    totals = retention_summary([retry])
+    assert totals["segments_deleted"] + totals["segments_deleted_earlier"] == 3
+    assert totals["topics"]["t"]["bytes_freed_earlier"] == retry["bytes_freed_earlier"]
+
+
+def test_a_retry_after_a_whole_attempt_still_rewrites_the_checkpoint(tmp_path):
+    folder = old_and_new(tmp_path)
+    write_checkpoints(tmp_path, log_start_offsets={("t", 0): 1})
+    run(tmp_path, folder, execute=True, tag=7)           # applied in full; its result never reached the driver
+    retry = run(tmp_path, folder, execute=True, tag=7)
+    assert (retry["segments_deleted"], retry["segments_deleted_earlier"]) == (0, 3)
+    assert finish_log_dir(tmp_path, [retry])["changed"] == ["t-0"]
+    assert checkpoint.read_offset_checkpoint(tmp_path / checkpoint.LOG_START_OFFSET_CHECKPOINT) == {}
+
+
+def test_only_a_retry_of_the_same_run_claims_its_renames(tmp_path):
+    folder = old_and_new(tmp_path)
+    run(tmp_path, folder, execute=True, tag=run_tag("run 1"))
+    for other in (dict(tag=run_tag("run 2")), dict(tag=None), dict(tag=run_tag("run 1"), now=NOW + 1)):
+        out = run(tmp_path, folder, execute=True, **{"now": NOW, **other})
+        assert out["segments_deleted_earlier"] == 0, other
+        assert all(d["rule"] != EARLIER_ATTEMPT for d in out["decisions"])
+    assert run(tmp_path, folder, execute=True, tag=run_tag("run 1"))["segments_deleted_earlier"] == 3
+
+
+def test_the_stamp_a_retry_recognises(tmp_path):
+    now, tag = 1_700_000_000_123, run_tag("run 1")
+    stamp = now * 1_000_000 + tag
+    assert 0 < tag < 1_000_000 and tag != run_tag("run 2")
+    assert renamed_by_run(stamp, now, tag)
+    assert not renamed_by_run(stamp, now, run_tag("run 2"))
+    assert not renamed_by_run(stamp + 1_000_000, now, tag) and not renamed_by_run(stamp - 1_000_000, now, tag)
+    # a file system that keeps microseconds keeps most of the tag; one that keeps seconds loses it
+    assert renamed_by_run(stamp - stamp % 1_000, now, tag)
+    assert not renamed_by_run(stamp - stamp % 1_000_000_000, now, tag)
+    # what this file system keeps: a stamp round-trips, and purge_due still reads the millisecond
+    f = tmp_path / "x.deleted"
+    f.write_bytes(b"")
+    os.utime(f, ns=(stamp, stamp))
+    assert renamed_by_run(f.stat().st_mtime_ns, now, tag) and f.stat().st_mtime_ns // 1_000_000 == now

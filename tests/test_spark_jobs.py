@@ -16,6 +16,7 @@ from chispa import assert_df_equality  # noqa: E402
 
 from kafkalog import checkpoint  # noqa: E402
 from kafkalog.catalog import catalog_table, load_partition_path  # noqa: E402
+from kafkalog.log_deletion import deletion_stamp_ns, run_tag  # noqa: E402
 from udfs import catalog_job, delta_tables, retention_job  # noqa: E402
 from udfs.job import run  # noqa: E402
 
@@ -97,7 +98,10 @@ def test_retention_dry_run_then_execute_then_nothing(spark, tmp_path):
         folder = dirs[p % 2] / f"orders-{p}"
         assert sorted(n for n in os.listdir(folder) if n.endswith(".log")) == [
             f"{10 * p + 3:020d}.log", f"{10 * p + 5:020d}.log"]
-        assert len([n for n in os.listdir(folder) if n.endswith(".deleted")]) == 6
+        deleted = [folder / n for n in os.listdir(folder) if n.endswith(".deleted")]
+        assert len(deleted) == 6
+        # stamped with the run, so a retried task of this run would report them (test_log_deletion)
+        assert {f.stat().st_mtime_ns for f in deleted} == {deletion_stamp_ns(NOW, run_tag(done["run_id"]))}
 
     after = snapshot(tmp_path / "d1"), snapshot(tmp_path / "d2")
     assert retention_job.main(args + ["--execute"], spark=spark) == 0

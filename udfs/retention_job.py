@@ -5,8 +5,9 @@ on an executor; the driver then rewrites each log dir's ``log-start-offset-check
 decisions to a Delta audit table and writes the JSON report.
 
 Safety: ``--execute`` refuses a log dir whose ``.lock`` a live process holds and holds that lock itself
-while it works (a broker cannot start on the dir meanwhile); the per-partition work runs exactly once
-(one Spark action, collected); deleted segments are renamed ``.deleted`` first and removed only after
+while it works (a broker cannot start on the dir meanwhile); the per-partition work runs in one Spark
+action, collected, and a task Spark retries reports what its lost attempt renamed (the run's tag is in
+the files' mtimes); deleted segments are renamed ``.deleted`` first and removed only after
 ``file.delete.delay.ms`` (``--delete-delay-ms`` overrides it; 0 removes them in the same run).
 """
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Optional, Sequence
 
 import pyarrow as pa
 
+from kafkalog.log_deletion import run_tag
 from kafkalog.retention import HW_MISSING_CHOICES, HW_MISSING_LOG_END, HW_MISSING_ZERO
 from kafkalog.retention_run import (ERROR, OUTCOME_SCHEMA, finish_log_dir, public_outcome, retain_partition,
                                     retention_summary)
@@ -78,11 +80,14 @@ def build_parser():
     return parser
 
 
-def plan_and_apply(spark, folders, *, configs, now, hw_missing, execute, delete_delay_ms) -> list[dict]:
-    """Run retain_partition over the folders on the executors, once; the outcomes on the driver."""
+def plan_and_apply(spark, folders, *, configs, now, hw_missing, execute, delete_delay_ms, run_id) -> list[dict]:
+    """Run retain_partition over the folders on the executors, once; the outcomes on the driver. A
+    task Spark retries reports what its lost attempt deleted: they share the run's tag."""
+    tag = run_tag(run_id)
+
     def per_folder(log_dir: str, folder: str, cache: dict) -> list[dict]:
         outcome = retain_partition(folder, log_dir=log_dir, configs=configs, now_ms=now, hw_missing=hw_missing,
-                                   execute=execute, delete_delay_ms=delete_delay_ms,
+                                   execute=execute, delete_delay_ms=delete_delay_ms, tag=tag,
                                    checkpoints=cached_checkpoints(log_dir, cache))
         return [public_outcome(outcome)]
 
@@ -115,7 +120,8 @@ def main(argv: Sequence[str], *, spark=None) -> int:
         progress(f"{'applying' if args.execute else 'planning'} retention for {len(folders)} folders "
                  f"in {len(usable)} log dir(s) as of {now}")
         outcomes = plan_and_apply(spark, folders, configs=configs, now=now, hw_missing=args.high_watermark_missing,
-                                  execute=args.execute, delete_delay_ms=args.delete_delay_ms) if folders else []
+                                  execute=args.execute, delete_delay_ms=args.delete_delay_ms,
+                                  run_id=run_id) if folders else []
         checkpoints = []
         if args.execute:
             for log_dir in usable:
@@ -164,6 +170,9 @@ def _print_summary(report: dict) -> None:
         print(f"  {topic}: {t['segments_deleted']} segments, {t['bytes_freed']:,} bytes {verb} "
               f"in {t['partitions']} partitions" + (f"; {t['bytes_purged']:,} bytes of .deleted files removed"
                                                      if t["bytes_purged"] else ""))
+    if s["segments_deleted_earlier"]:
+        print(f"  and {s['segments_deleted_earlier']} segments, {s['bytes_freed_earlier']:,} bytes, freed by an "
+              "earlier attempt of a retried task (rule \"earlier attempt\" in the report)")
     for e in s["errors"]:
         print(f"  error: {e['partition_dir']}: {e['message']}")
     for r in s["log_dirs_refused"]:
