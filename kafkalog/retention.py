@@ -21,7 +21,7 @@ so their plan is "skip" with that reason.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Callable, Optional, Sequence
 
 from .config import LogConfig

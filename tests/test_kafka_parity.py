@@ -4,7 +4,6 @@ DefaultRecordBatch.iterator, Lz4BlockInputStream, GZIPInputStream, SnappyInputSt
 from __future__ import annotations
 
 import struct
-import zlib
 
 import lz4.frame
 import pyarrow as pa
