@@ -86,24 +86,31 @@ def purge_due(mtime_ms: int, now_ms: int, delay_ms: int) -> bool:
     return now_ms - mtime_ms >= delay_ms
 
 
+MIN_TAG, MAX_TAG = 1_000, 999_999
+
+
 def run_tag(run_id: str) -> int:
-    """A run's tag, 1 ≤ tag < 1,000,000, kept in the sub-millisecond digits of the files it renames
-    (0 is a run without one)."""
-    return zlib.crc32(run_id.encode()) % 999_999 + 1
+    """A run's tag, kept in the sub-millisecond nanoseconds of the files it renames (0: no tag). At
+    least 1,000, so a stamp cut to 100 ns or 1 µs by the file system still differs from a whole
+    millisecond, which is what untagged calls and Kafka itself write."""
+    return zlib.crc32(run_id.encode()) % (MAX_TAG - MIN_TAG + 1) + MIN_TAG
 
 
 def deletion_stamp_ns(now_ms: int, tag: int = 0) -> int:
     """The mtime ``apply_plan`` gives each file it renames: ``now_ms``, when the file's deletion delay
     starts (all Kafka and ``purge_due`` read), plus the run's tag in the nanoseconds below it."""
-    return now_ms * 1_000_000 + tag % 1_000_000
+    if tag and not MIN_TAG <= tag <= MAX_TAG:
+        raise ValueError(f"a run tag is 0 or between {MIN_TAG} and {MAX_TAG}, not {tag}")
+    return now_ms * 1_000_000 + tag
 
 
 def renamed_by_run(mtime_ns: int, now_ms: int, tag: int) -> bool:
-    """Whether a ``.deleted`` file carries the stamp of the run (``now_ms``, ``tag``), to the nanosecond
-    or, on a file system that keeps microseconds, to the microsecond. One that keeps whole seconds
-    loses the stamp: a retried task there reports only what it renamed itself."""
+    """Whether a ``.deleted`` file carries the stamp of the run (``now_ms``, ``tag``): to the nanosecond,
+    or as a file system that keeps 100 ns (NTFS, SMB) or 1 µs cuts it; there two runs whose tags
+    agree in those digits look alike. One that keeps whole seconds loses the stamp: a retried task
+    there reports only what it renamed itself."""
     stamp = deletion_stamp_ns(now_ms, tag)
-    return mtime_ns in (stamp, stamp - stamp % 1_000)
+    return mtime_ns in (stamp, stamp - stamp % 100, stamp - stamp % 1_000)
 
 
 # --- side effects ---------------------------------------------------------------------------------
@@ -154,16 +161,32 @@ def apply_plan(state: PartitionState, plan: RetentionPlan, *, now_ms: int, tag: 
     for seg in doomed:
         files = seg.files
         for path in (files.log, files.index, files.timeindex, files.txnindex, files.snapshot):
-            if path is None:
-                continue
-            target = path.with_name(f"{path.name}.{DELETED_SUFFIX}")
-            os.replace(path, target)
-            os.utime(target, ns=(stamp, stamp))
-            result.renamed.append(target.name)
+            if path is not None:
+                _rename_for_deletion(path, stamp, result)
     fsync_dir(state.path)
     if truncated is not None and truncated != epochs:
         write_leader_epoch_checkpoint(epoch_file, truncated)
         result.leader_epochs_truncated = True
+    return result
+
+
+def _rename_for_deletion(path: Path, stamp_ns: int, result: DeletionResult) -> None:
+    target = path.with_name(f"{path.name}.{DELETED_SUFFIX}")
+    os.replace(path, target)
+    result.renamed.append(target.name)
+    os.utime(target, ns=(stamp_ns, stamp_ns))
+
+
+def rename_left_behind(paths: Iterable[Path], *, now_ms: int, tag: int = 0,
+                       result: Optional[DeletionResult] = None) -> DeletionResult:
+    """Rename to ``.deleted``, stamped as :func:`apply_plan` stamps, the files an interrupted attempt
+    left live after renaming their segment's ``.log`` (its indexes, its producer snapshot)."""
+    result = DeletionResult() if result is None else result
+    paths = list(paths)
+    for path in paths:
+        _rename_for_deletion(path, deletion_stamp_ns(now_ms, tag), result)
+    for directory in {p.parent for p in paths}:
+        fsync_dir(directory)
     return result
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Optional
 
@@ -28,7 +29,8 @@ from .config import KafkaConfigs
 from .errors import KafkalogError
 from .format.file_records import scan_batches
 from .producer_snapshot import snapshot_file_name
-from .log_deletion import DeletionResult, apply_plan, purge_deleted_files, renamed_by_run, updated_log_start_offsets
+from .log_deletion import (DeletionResult, apply_plan, purge_deleted_files, rename_left_behind, renamed_by_run,
+                           updated_log_start_offsets)
 from .logdir import (CLEANED_SUFFIX, DELETED_SUFFIX, KRAFT_METADATA_TOPIC, LIVE, LOG_SUFFIX, SWAP_SUFFIX,
                      parse_partition_dir_name, parse_segment_file_name, scan_partition_dir)
 from .retention import (HW_MISSING_ZERO, LogState, Segment, keep_active_segment, plan_retention,
@@ -130,7 +132,7 @@ def retain_partition(path: os.PathLike | str, *, log_dir: Optional[os.PathLike |
         out["problems"] = list(checkpoints.problems) + state.problems
         _decide(state, config, configs, now_ms, hw_missing, out)
         if execute and out["status"] == PLANNED:
-            if tag is not None:
+            if tag:
                 _count_earlier_attempt(state, now_ms, tag, out)
             _apply(state, config, now_ms, tag or 0, delete_delay_ms, out)
     except KafkalogError as exc:
@@ -174,9 +176,17 @@ def _decide(state: PartitionState, config, configs: KafkaConfigs, now_ms: int, h
     out["_state"] = state
 
 
-def deleted_by_earlier_attempt(state: PartitionState, now_ms: int, tag: int) -> list[tuple[int, int]]:
-    """(base offset, bytes) of each segment below the first live one whose ``.log`` the run
-    (``now_ms``, ``tag``) renamed to ``.deleted``: an earlier attempt, when Spark retried the task."""
+@dataclass
+class EarlierAttempt:
+    """What an earlier attempt of this run (a task Spark retried) deleted in a partition."""
+
+    segments: list[tuple[int, int]]           # (base offset, .log bytes), ascending
+    left_behind: list[Path]                   # their files it left live, interrupted inside a segment
+
+
+def deleted_by_earlier_attempt(state: PartitionState, now_ms: int, tag: int) -> EarlierAttempt:
+    """The segments below the first live one whose ``.log`` the run (``now_ms``, ``tag``) renamed to
+    ``.deleted``, and their indexes and producer snapshots still live."""
     first = state.segments[0].base_offset if state.segments else None
     found = []
     for path in state.leftovers:
@@ -194,18 +204,29 @@ def deleted_by_earlier_attempt(state: PartitionState, now_ms: int, tag: int) -> 
             continue
         if renamed_by_run(stat.st_mtime_ns, now_ms, tag):
             found.append((name.base_offset, stat.st_size))
-    return sorted(found)
+    bases = {base for base, _ in found}
+    left = []
+    for path in state.leftovers:
+        try:
+            name = parse_segment_file_name(path.name)
+        except KafkalogError:
+            continue
+        if name.temp is None and name.suffix != LOG_SUFFIX and name.base_offset in bases:
+            left.append(path)
+    return EarlierAttempt(sorted(found), sorted(left))
 
 
 def _count_earlier_attempt(state: PartitionState, now_ms: int, tag: int, out: dict) -> None:
-    earlier = deleted_by_earlier_attempt(state, now_ms, tag)
+    found = deleted_by_earlier_attempt(state, now_ms, tag)
+    earlier = found.segments
     if not earlier:
         return
     out["decisions"] = [dict(base_offset=base, size=size, largest_timestamp_ms=None, largest_timestamp_source=None,
                              decision="delete", rule=EARLIER_ATTEMPT,
                              reason="already renamed to .deleted by an earlier attempt of this run's task, "
                                     "whose report was lost") for base, size in earlier] + out["decisions"]
-    out.update(segments_deleted_earlier=len(earlier), bytes_freed_earlier=sum(size for _, size in earlier))
+    out.update(segments_deleted_earlier=len(earlier), bytes_freed_earlier=sum(size for _, size in earlier),
+               _left_behind=found.left_behind)
 
 
 def _producer_state_lost_by_roll(state: PartitionState, roll_at: int) -> Optional[str]:
@@ -229,6 +250,7 @@ def _apply(state: PartitionState, config, now_ms: int, tag: int, delete_delay_ms
     result = DeletionResult()
     try:
         apply_plan(state, plan, now_ms=now_ms, tag=tag, result=result)
+        rename_left_behind(out.get("_left_behind", ()), now_ms=now_ms, tag=tag, result=result)
         delay = config.file_delete_delay_ms if delete_delay_ms is None else delete_delay_ms
         leftovers = list(state.leftovers) + [state.path / name for name in result.renamed]
         purge_deleted_files(leftovers, now_ms=now_ms, delay_ms=delay, result=result)

@@ -9,8 +9,8 @@ import pytest
 from kafkalog import checkpoint
 from kafkalog.catalog import load_partition_path
 from kafkalog.config import configs_from_mappings
-from kafkalog.log_deletion import (PlanOutdatedError, apply_plan, renamed_by_run, run_tag, truncate_epochs_from_start,
-                                   updated_log_start_offsets)
+from kafkalog.log_deletion import (MAX_TAG, MIN_TAG, PlanOutdatedError, apply_plan, deletion_stamp_ns, renamed_by_run,
+                                   run_tag, truncate_epochs_from_start, updated_log_start_offsets)
 from kafkalog.checkpoint import EpochEntry
 from kafkalog.retention import LogState, Segment, plan_retention
 from kafkalog.retention_run import EARLIER_ATTEMPT, finish_log_dir, retain_partition, retention_summary
@@ -206,10 +206,13 @@ def test_no_roll_that_would_lose_producer_state(tmp_path):
     assert out["roll_at"] == 4 and out["segments_deleted"] == 1
 
 
-def test_a_retried_task_reports_what_its_lost_attempt_deleted(tmp_path, monkeypatch):
+@pytest.mark.parametrize("lost_at", ["00000000000000000002.log", "00000000000000000002.index",
+                                     "00000000000000000002.snapshot"])
+def test_a_retried_task_reports_what_its_lost_attempt_deleted(tmp_path, monkeypatch, lost_at):
     """Spark reruns a task whose executor was lost after it had renamed part of its plan. The retry
     finishes the plan and reports the segments the first attempt renamed, so the run's report and the
-    log-start-offset checkpoint come out as from one uninterrupted attempt."""
+    log-start-offset checkpoint come out as from one uninterrupted attempt — also when it was lost
+    between a segment's files (those it left live are renamed too)."""
     now = NOW + 123            # a stamp that float seconds would not keep to the millisecond
     tag = run_tag("the run")
     whole = old_and_new(tmp_path / "whole")
@@ -221,23 +224,25 @@ def test_a_retried_task_reports_what_its_lost_attempt_deleted(tmp_path, monkeypa
     real_replace = os.replace
 
     def lost_at_second_segment(src, dst):
-        if os.path.basename(src) == "00000000000000000002.log":
+        if os.path.basename(src) == lost_at:
             raise OSError(5, "Input/output error", src)          # the executor goes away here
         real_replace(src, dst)
 
     monkeypatch.setattr("kafkalog.log_deletion.os.replace", lost_at_second_segment)
     first = run(tmp_path / "retried", folder, execute=True, now=now, tag=tag)
     assert first["status"] == "error" and "00000000000000000000.log.deleted" in first["renamed"]   # a lost report
+    lost_inside = lost_at != "00000000000000000002.log"
     monkeypatch.setattr("kafkalog.log_deletion.os.replace", real_replace)
     assert run(tmp_path / "retried", folder, execute=False, now=now, tag=tag)["segments_deleted_earlier"] == 0
     retry = run(tmp_path / "retried", folder, execute=True, now=now, tag=tag)
     assert retry["status"] == "applied"
-    assert (retry["segments_deleted"], retry["segments_deleted_earlier"]) == (2, 1)
+    assert (retry["segments_deleted"], retry["segments_deleted_earlier"]) == ((1, 2) if lost_inside else (2, 1))
     assert retry["bytes_freed"] + retry["bytes_freed_earlier"] == undisturbed["bytes_freed"]
     rules = [(d["base_offset"], d["decision"], d["rule"]) for d in retry["decisions"]]
     assert rules[0] == (0, "delete", EARLIER_ATTEMPT)
-    assert [b for b, decision, _ in rules if decision == "delete"] == [0, 2, 3]
-    assert [b for b, decision, _ in rules if decision == "delete"] == [
+    assert (rules[1][2] == EARLIER_ATTEMPT) == lost_inside
+    assert sorted(b for b, decision, _ in rules if decision == "delete") == [0, 2, 3]
+    assert sorted(b for b, decision, _ in rules if decision == "delete") == [
         d["base_offset"] for d in undisturbed["decisions"] if d["decision"] == "delete"]
     assert retry["new_log_start_offset"] == undisturbed["new_log_start_offset"] == 4
     assert sorted(os.listdir(folder)) == sorted(os.listdir(whole))
@@ -253,8 +258,9 @@ def test_a_retried_task_reports_what_its_lost_attempt_deleted(tmp_path, monkeypa
 def test_a_retry_after_a_whole_attempt_still_rewrites_the_checkpoint(tmp_path):
     folder = old_and_new(tmp_path)
     write_checkpoints(tmp_path, log_start_offsets={("t", 0): 1})
-    run(tmp_path, folder, execute=True, tag=7)           # applied in full; its result never reached the driver
-    retry = run(tmp_path, folder, execute=True, tag=7)
+    tag = run_tag("the run")
+    run(tmp_path, folder, execute=True, tag=tag)         # applied in full; its result never reached the driver
+    retry = run(tmp_path, folder, execute=True, tag=tag)
     assert (retry["segments_deleted"], retry["segments_deleted_earlier"]) == (0, 3)
     assert finish_log_dir(tmp_path, [retry])["changed"] == ["t-0"]
     assert checkpoint.read_offset_checkpoint(tmp_path / checkpoint.LOG_START_OFFSET_CHECKPOINT) == {}
@@ -270,6 +276,22 @@ def test_only_a_retry_of_the_same_run_claims_its_renames(tmp_path):
     assert run(tmp_path, folder, execute=True, tag=run_tag("run 1"))["segments_deleted_earlier"] == 3
 
 
+def test_no_run_claims_a_whole_millisecond_stamp(tmp_path):
+    """Kafka and untagged calls stamp whole milliseconds; no tag, cut to 100 ns or 1 µs, looks like one."""
+    tags = {run_tag(f"run {i}") for i in range(20_000)}
+    assert min(tags) >= MIN_TAG and max(tags) <= MAX_TAG
+    now = NOW + 7
+    assert not any(renamed_by_run(now * 1_000_000, now, tag) for tag in tags)
+    with pytest.raises(ValueError):
+        deletion_stamp_ns(now, 7)
+    folder = old_and_new(tmp_path)          # a broker's earlier deletion, at exactly the run's now
+    deleted = folder / "00000000000000000000.log"
+    deleted.rename(folder / "00000000000000000000.log.deleted")
+    os.utime(folder / "00000000000000000000.log.deleted", ns=(now * 1_000_000,) * 2)
+    out = run(tmp_path, folder, execute=True, now=now, tag=run_tag("run 1"))
+    assert out["segments_deleted_earlier"] == 0
+
+
 def test_the_stamp_a_retry_recognises(tmp_path):
     now, tag = 1_700_000_000_123, run_tag("run 1")
     stamp = now * 1_000_000 + tag
@@ -277,8 +299,8 @@ def test_the_stamp_a_retry_recognises(tmp_path):
     assert renamed_by_run(stamp, now, tag)
     assert not renamed_by_run(stamp, now, run_tag("run 2"))
     assert not renamed_by_run(stamp + 1_000_000, now, tag) and not renamed_by_run(stamp - 1_000_000, now, tag)
-    # a file system that keeps microseconds keeps most of the tag; one that keeps seconds loses it
-    assert renamed_by_run(stamp - stamp % 1_000, now, tag)
+    # file systems that keep 100 ns or 1 µs keep most of the tag; one that keeps seconds loses it
+    assert renamed_by_run(stamp - stamp % 100, now, tag) and renamed_by_run(stamp - stamp % 1_000, now, tag)
     assert not renamed_by_run(stamp - stamp % 1_000_000_000, now, tag)
     # what this file system keeps: a stamp round-trips, and purge_due still reads the millisecond
     f = tmp_path / "x.deleted"

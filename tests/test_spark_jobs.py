@@ -207,3 +207,16 @@ def test_python_workers_cap_their_buffer_pool_from_spark_defaults(spark):
     caps = set(spark.sparkContext.parallelize(range(2), 2).mapPartitions(worker_pool_cap).collect())
     assert caps == {64 << 20}
     assert DEFAULT_MAX_IDLE_BYTES > 64 << 20
+
+
+def test_the_summary_counts_what_a_retried_tasks_lost_attempt_freed(capsys):
+    from kafkalog.retention_run import retention_summary
+    outcome = dict(topic="t", status="applied", partition_dir="d/t-0", message=None, decisions=[{}] * 4,
+                   segments_deleted=1, bytes_freed=100, segments_deleted_earlier=2, bytes_freed_earlier=250,
+                   bytes_purged=0)
+    summary = retention_summary([outcome])
+    summary.update(log_dirs_refused=[])
+    retention_job._print_summary(dict(summary=summary, executed=True, now_ms=5))
+    out = capsys.readouterr().out
+    assert "3 of 4 segments, 350 bytes freed (2 segments, 250 bytes of them by an earlier attempt" in out
+    assert "  t: 3 segments, 350 bytes freed in 1 partitions (2 segments, 250 bytes" in out

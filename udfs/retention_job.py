@@ -164,15 +164,20 @@ def main(argv: Sequence[str], *, spark=None) -> int:
 def _print_summary(report: dict) -> None:
     s = report["summary"]
     verb = "freed" if report["executed"] else "to be freed"
+
+    def earlier(t: dict) -> str:        # what a lost attempt of a retried task did, counted in the totals
+        if not t["segments_deleted_earlier"]:
+            return ""
+        return (f" ({t['segments_deleted_earlier']} segments, {t['bytes_freed_earlier']:,} bytes of them by an "
+                "earlier attempt of a retried task)")
+
     print(f"retention {'applied' if report['executed'] else 'plan (dry run)'} as of now_ms={report['now_ms']}: "
-          f"{s['segments_deleted']} of {s['segments']} segments, {s['bytes_freed']:,} bytes {verb}")
+          f"{s['segments_deleted'] + s['segments_deleted_earlier']} of {s['segments']} segments, "
+          f"{s['bytes_freed'] + s['bytes_freed_earlier']:,} bytes {verb}{earlier(s)}")
     for topic, t in s["topics"].items():
-        print(f"  {topic}: {t['segments_deleted']} segments, {t['bytes_freed']:,} bytes {verb} "
-              f"in {t['partitions']} partitions" + (f"; {t['bytes_purged']:,} bytes of .deleted files removed"
-                                                     if t["bytes_purged"] else ""))
-    if s["segments_deleted_earlier"]:
-        print(f"  and {s['segments_deleted_earlier']} segments, {s['bytes_freed_earlier']:,} bytes, freed by an "
-              "earlier attempt of a retried task (rule \"earlier attempt\" in the report)")
+        print(f"  {topic}: {t['segments_deleted'] + t['segments_deleted_earlier']} segments, "
+              f"{t['bytes_freed'] + t['bytes_freed_earlier']:,} bytes {verb} in {t['partitions']} partitions"
+              + earlier(t) + (f"; {t['bytes_purged']:,} bytes of .deleted files removed" if t["bytes_purged"] else ""))
     for e in s["errors"]:
         print(f"  error: {e['partition_dir']}: {e['message']}")
     for r in s["log_dirs_refused"]:
