@@ -188,12 +188,14 @@ def deleted_by_earlier_attempt(state: PartitionState, now_ms: int, tag: int) -> 
     """The segments below the first live one whose ``.log`` the run (``now_ms``, ``tag``) renamed to
     ``.deleted``, and their indexes and producer snapshots still live."""
     first = state.segments[0].base_offset if state.segments else None
-    found = []
+    named = []
     for path in state.leftovers:
         try:
-            name = parse_segment_file_name(path.name)
+            named.append((path, parse_segment_file_name(path.name)))
         except KafkalogError:
-            continue
+            continue                      # not a segment file: nothing a run renamed
+    found = []
+    for path, name in named:
         if name.suffix != LOG_SUFFIX or name.temp != DELETED_SUFFIX:
             continue
         if first is not None and name.base_offset >= first:
@@ -205,14 +207,8 @@ def deleted_by_earlier_attempt(state: PartitionState, now_ms: int, tag: int) -> 
         if renamed_by_run(stat.st_mtime_ns, now_ms, tag):
             found.append((name.base_offset, stat.st_size))
     bases = {base for base, _ in found}
-    left = []
-    for path in state.leftovers:
-        try:
-            name = parse_segment_file_name(path.name)
-        except KafkalogError:
-            continue
-        if name.temp is None and name.suffix != LOG_SUFFIX and name.base_offset in bases:
-            left.append(path)
+    left = [path for path, name in named
+            if name.temp is None and name.suffix != LOG_SUFFIX and name.base_offset in bases]
     return EarlierAttempt(sorted(found), sorted(left))
 
 
