@@ -183,8 +183,9 @@ def rename_left_behind(paths: Iterable[Path], *, now_ms: int, tag: int = 0,
     left live after renaming their segment's ``.log`` (its indexes, its producer snapshot)."""
     result = DeletionResult() if result is None else result
     paths = list(paths)
+    stamp = deletion_stamp_ns(now_ms, tag)
     for path in paths:
-        _rename_for_deletion(path, deletion_stamp_ns(now_ms, tag), result)
+        _rename_for_deletion(path, stamp, result)
     for directory in {p.parent for p in paths}:
         fsync_dir(directory)
     return result
