@@ -660,8 +660,8 @@ def markdown(summaries: List[dict], meta: dict) -> str:
     lines += [
         "",
         "| codec | ratio | kafkalog rec/s | MB/s file | MB/s records | kafkalog s | aiokafka rec/s | "
-        "kafka-python rec/s | bare decompress s | × aiokafka | × kafka-python | kafkalog / bare | target | met by read_segment? | "
-        "iter_segment × aiokafka | iter_segment / bare | met by iter_segment? |",
+        "kafka-python rec/s | bare decompress s | × aiokafka | × kafka-python | kafkalog / bare | target | "
+        "met by read_segment? | iter_segment × aiokafka | iter_segment / bare | met by iter_segment? |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     notes = []
