@@ -28,7 +28,8 @@ from hypothesis import strategies as st
 from kafka.record.memory_records import MemoryRecords
 
 from kafkalog.checkpoint import CLEANER_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT, write_offset_checkpoint
-from kafkalog.cleaner import ExactOffsetMap, clean_partition, offset_map_entries, plan_partition
+from kafkalog.cleaner import (ExactOffsetMap, GroupableSegment, build_partition_offset_map, clean_partition,
+                              group_segments_by_size, offset_map_entries, plan_partition)
 from kafkalog.format import control_record as cr
 from kafkalog.index.transaction_index import read_transaction_index
 from kafkalog.logdir import format_segment_file_name
@@ -826,3 +827,212 @@ def test_partial_segment_clean(tmp_path, layout):
     assert log.keys() == [0, 1, 0] and log.offsets() == [2, 3, 4]
     one_pass(4)
     assert log.keys() == [1, 0] and log.offsets() == [3, 4]
+
+
+# --- tombstones, unkeyed records, statistics, the round's last batch, offset gaps ------------------
+
+def fill_until(log: KafkaLog, segments: int, key=lambda o: o, value=lambda o: o) -> None:
+    """``while (log.numberOfSegments < n) log.appendAsLeader(record(key, value))``."""
+    while len(list(log.d.glob("*.log"))) < segments:
+        log.record(key(log.next_offset), value(log.next_offset))
+
+
+def test_cleaning_with_deletes(tmp_path, layout):
+    """testCleaningWithDeletes: every key deleted by a tombstone is gone after one round."""
+    log = kafka_log(tmp_path, layout, 1024)
+    fill_until(log, 2 if layout == "kafka-layout" else 12)
+    leo = log.next_offset
+    for key in range(0, leo, 2):
+        log.record(key, None)
+    fill_until(log, 4 if layout == "kafka-layout" else leo + leo // 2 + 3)
+    log.roll()
+    log.clean(0)
+    assert not set(log.keys()) & set(range(0, leo, 2))
+    assert log.last_result.counts.tombstones_kept == len(range(0, leo, 2))
+
+
+def test_cleaning_with_unkeyed_messages(tmp_path, layout):
+    """testCleaningWithUnkeyedMessages: records without a key all go, and are counted as invalid."""
+    log = kafka_log(tmp_path, layout, 1024)
+    fill_until(log, 2 if layout == "kafka-layout" else 12, key=lambda o: None)
+    unkeyed = sum(1 for x, recs in log.batches() for r in recs if r.key is None)
+    size_with_unkeyed = sum(p.stat().st_size for p in log.d.glob("*.log"))
+    fill_until(log, 3 if layout == "kafka-layout" else 24)
+    log.roll()
+    expected_size = sum(p.stat().st_size for p in log.d.glob("*.log")) - size_with_unkeyed
+    log.clean(0)
+    assert sum(1 for x, recs in log.batches() for r in recs if r.key is None) == 0
+    assert sum(p.stat().st_size for p in log.d.glob("*.log")) == expected_size
+    assert log.last_result.counts.records_null_key == unkeyed
+
+
+def test_log_cleaner_stats(tmp_path):
+    """testLogCleanerStats: records and bytes read and written by a round from offset 2."""
+    log = KafkaLog(tmp_path, 1024)
+    for key in (0, 1, 0, 1, 0):
+        log.record(key, key)
+    log.roll()
+    initial = sum(p.stat().st_size for p in log.d.glob("*.log"))
+    assert log.clean(2) == 5
+    c = log.last_result.counts
+    assert (c.records_read, c.bytes_read, c.records_kept, c.records_null_key) == (5, initial, 2, 0)
+    assert c.bytes_written == sum(p.stat().st_size for p in log.d.glob("*.log"))
+
+
+def test_clean_segments_retaining_last_empty_batch(tmp_path):
+    """testCleanSegmentsRetainingLastEmptyBatch: when every record of a round is superseded, the
+    round's last batch stays, empty, so the log keeps its last offset."""
+    log = KafkaLog(tmp_path, 1024)
+    fill_until(log, 4)
+    keys = log.keys()
+    assert keys == list(range(log.next_offset))
+    active = log.active_base
+    superseded = ExactOffsetMap(end_offset=active, offsets={k(x): 2**62 for x in keys})
+    log.clean(0, offset_map=superseded, config=log_config(segment_bytes=1 << 30))   # the three as one group
+    assert len(list(log.d.glob("*.log"))) == 2
+    first = sorted(log.d.glob("*.log"))[0]
+    batches = log.batches()
+    kept = [(x.last_offset, recs) for x, recs in batches if x.base_offset < active]
+    assert kept == [(active - 1, [])] and first.stat().st_size == 61
+
+
+def test_cleaning_beyond_missing_offsets(tmp_path):
+    """testCleaningBeyondMissingOffsets: the round ends at the active segment across offset gaps."""
+    log = KafkaLog(tmp_path / "a", 1024 * 1024)
+    for i in range(10):
+        log.record(i, i)
+    log.roll(base=11)                            # offset 10 is missing
+    log.append(data(11, [(k(1015), k(1015))]))
+    assert log.clean(0) == 11
+    log = KafkaLog(tmp_path / "b", 1024 * 1024)
+    for i in range(10):
+        log.record(i, i)
+    log.roll(base=15)                            # [10, 14] missing
+    for i in range(15, 25):
+        log.record(i, i)
+    log.roll(base=30)                            # [25, 29] missing
+    log.append(data(30, [(k(1015), k(1015))]))
+    assert log.clean(0) == 30
+
+
+def distinct_values_by_segment(log: KafkaLog) -> List[int]:
+    out = []
+    for path in sorted(log.d.glob("*.log")):
+        mr, values = MemoryRecords(path.read_bytes()), set()
+        while mr.has_next():
+            x = mr.next_batch()
+            if x is None:
+                break
+            values.update(r.value for r in x)
+        out.append(len(values))
+    return out
+
+
+def test_cleaning_with_uncleanable_section(tmp_path):
+    """testCleaningWithUncleanableSection: only the segments below the first uncleanable offset (a
+    high watermark inside the third segment) are cleaned; the others keep every value."""
+    log = KafkaLog(tmp_path, 1024)
+    n, cleanable, total = 10, 2, 7
+    while len(list(log.d.glob("*.log"))) <= cleanable:
+        log.record(log.next_offset % n, log.next_offset)
+    first_uncleanable = log.next_offset + 1
+    while len(list(log.d.glob("*.log"))) < total - 1:
+        log.record(log.next_offset % n, log.next_offset)
+    before = distinct_values_by_segment(log)
+    assert all(v > n for v in before[:-1]), "each segment must hold duplicates"
+    write_offset_checkpoint(log.root / REPLICATION_OFFSET_CHECKPOINT, {(TOPIC, 0): first_uncleanable})
+    log.clean(0)
+    after = distinct_values_by_segment(log)
+    assert all(after[i] < before[i] for i in range(cleanable))
+    assert after[cleanable:] == before[cleanable:]
+
+
+def test_build_offset_map(tmp_path):
+    """testBuildOffsetMap: our map over [start, end) for ranges that end at segment bases."""
+    log = KafkaLog(tmp_path, 1024)
+    for i in range(500):
+        log.record(i, i)
+    bases = sorted(int(p.name.split(".")[0]) for p in log.d.glob("*.log"))
+    for start, end in ((0, bases[1]), (bases[1], bases[3]), (bases[3], bases[-1])):
+        write_offset_checkpoint(log.root / CLEANER_OFFSET_CHECKPOINT, {(TOPIC, 0): start})
+        write_offset_checkpoint(log.root / REPLICATION_OFFSET_CHECKPOINT, {(TOPIC, 0): end})
+        m = build_partition_offset_map(plan_partition(log.d, config=log.config, now_ms=NOW))
+        assert m.end_offset == end
+        assert len(m) == end - start
+        assert all(m.latest_offset(k(i)) == i for i in range(start, end))
+        assert m.latest_offset(k(start - 1)) is None and m.latest_offset(k(end)) is None
+
+
+# --- segment grouping (Cleaner.groupSegmentsBySize) ------------------------------------------------
+
+INT_MAX = 2**31 - 1
+
+
+def _order(groups) -> List[int]:
+    flat = [i for g in groups for i in g]
+    assert flat == sorted(flat), "segments must stay in order"
+    return flat
+
+
+def test_segment_grouping(tmp_path):
+    """testSegmentGrouping over a real log of ten segments (segment.bytes 300; index.interval.bytes 1:
+    an offset-index entry per batch, and one time-index entry, all records sharing MockTime's
+    timestamp): very large limits → one group; limits of 1 → singletons; limits of three segments' log
+    or index bytes + 1 → groups of three."""
+    log = KafkaLog(tmp_path, 300)
+    while len(list(log.d.glob("*.log"))) < 10:
+        log.append(data(log.next_offset, [(b"hello", b"hello")]))
+    paths = sorted(log.d.glob("*.log"))
+    bases = [int(p.stem) for p in paths] + [log.next_offset]
+    segs = []
+    for i, p in enumerate(paths):
+        n = sum(1 for x, _r in log.batches() if bases[i] <= x.base_offset < bases[i + 1])
+        segs.append(GroupableSegment(bases[i], p.stat().st_size, 8 * n, 12))   # one time entry: one timestamp
+    leo = log.next_offset
+
+    def group(max_size, max_index):
+        g = group_segments_by_size(segs, max_size=max_size, max_index_size=max_index, first_uncleanable_offset=leo)
+        assert len(_order(g)) == len(segs)
+        return g
+
+    assert [len(g) for g in group(2**31 - 1, 2**31 - 1)] == [len(segs)]
+    assert all(len(g) == 1 for g in group(1, 2**31 - 1)) and len(group(1, 2**31 - 1)) == len(segs)
+    assert all(len(g) == 1 for g in group(2**31 - 1, 1))
+    log_size = sum(s.size_bytes for s in segs[:3]) + 1
+    assert all(len(g) == 3 for g in group(log_size, 2**31 - 1)[:-1])
+    index_size = sum(s.offset_index_bytes for s in segs[:3]) + 1
+    assert all(len(g) == 3 for g in group(2**31 - 1, index_size)[:-1])
+
+
+def test_segment_grouping_with_sparse_offsets():
+    """testSegmentGroupingWithSparseOffsets: a group never spans more than Int.MaxValue offsets."""
+    seg = lambda base: GroupableSegment(base, 100, 8, 12)  # noqa: E731
+    segs = [seg(0), seg(INT_MAX - 1)]
+    assert group_segments_by_size(segs, max_size=2**31 - 1, max_index_size=2**31 - 1,
+                                  first_uncleanable_offset=INT_MAX + 1) == [[0, 1]]
+    assert group_segments_by_size(segs, max_size=2**31 - 1, max_index_size=2**31 - 1,
+                                  first_uncleanable_offset=INT_MAX + 2) == [[0], [1]]
+    segs += [seg(INT_MAX + 5), seg(INT_MAX + 9)]
+    groups = group_segments_by_size(segs, max_size=2**31 - 1, max_index_size=2**31 - 1,
+                                    first_uncleanable_offset=INT_MAX + 12)
+    assert groups == [[0], [1, 2, 3]]
+
+
+def test_segment_grouping_with_sparse_offsets_and_empty_segments():
+    """testSegmentGroupingWithSparseOffsetsAndEmptySegments: non-empty segments each Int.MaxValue + 1
+    offsets apart never group; once cleaned to empty they do (an empty segment skips the check)."""
+    step = INT_MAX + 1
+    segs = [GroupableSegment(i * step, 140, 0, 0) for i in range(3)]
+    big = dict(max_size=2**31 - 1, max_index_size=2**31 - 1, first_uncleanable_offset=3 * step + 1)
+    assert group_segments_by_size(segs, **big) == [[0], [1], [2]]
+    emptied = [GroupableSegment(0, 0, 0, 0), GroupableSegment(step, 0, 0, 0), segs[2]]
+    assert group_segments_by_size(emptied, **big) == [[0, 1], [2]]
+
+
+def test_segment_grouping_following_load_of_zero_index():
+    """testSegmentGroupingFollowingLoadOfZeroIndex: the estimate of a segment's last offset comes from
+    the next base (or the first uncleanable offset), not from an index that may be empty."""
+    segs = [GroupableSegment(0, 140, 0, 0), GroupableSegment(INT_MAX // 2, 140, 0, 0)]
+    groups = group_segments_by_size(segs, max_size=2**31 - 1, max_index_size=2**31 - 1,
+                                    first_uncleanable_offset=INT_MAX + 2)
+    assert groups == [[0], [1]]
