@@ -284,3 +284,17 @@ def test_recover_only_last_segment(tmp_path, snapshots):
         last_closed.with_suffix(suffix).unlink(missing_ok=True)
     reindex_partition(log.d, log_dir=log.root, verify_only=False)
     assert all_aborted(log.d) == EXPECTED_ABORTED
+
+
+def test_reindex_names_kafkas_split_for_a_segment_whose_offsets_overflow(tmp_path):
+    """testRecoveryOfSegmentWithOffsetOverflow's segment given to ``reindex``: Kafka's recovery splits
+    it (retryOnOffsetOverflow → splitOverflowedSegment); we do not split, leave its (missing)
+    indexes alone, and say so — not that recovery would empty it."""
+    d, _split, expected = overflowed_log(tmp_path)
+    out = reindex_partition(d, log_dir=tmp_path, verify_only=False)
+    rows = [r for r in out.rows if r["base_offset"] == 0]
+    assert rows and all(r["action"] == "not rebuilt" for r in rows if r["kind"] != "txnindex")
+    details = {r["action_detail"] for r in rows if r["kind"] != "txnindex"}
+    assert all("splitOverflowedSegment" in x and "empty the segment" not in x for x in details), details
+    assert not (d / format_segment_file_name(0, "index")).exists()
+    assert records_in(d) == expected
