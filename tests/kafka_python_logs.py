@@ -32,7 +32,7 @@ class PartitionRecords:
     log_end_offset: int = 0
 
 
-def write_segment_files(folder: Path, batches: Sequence[bytes], *, index_interval_bytes: int = 256) -> Path:
+def write_segment_files(folder: Path, batches: Sequence[bytes], *, index_interval_bytes: int = 64) -> Path:
     """One segment from whole batches: .log, plus .index/.timeindex as recovery builds them (a small
     interval, so the indexes have entries to seek and split by)."""
     data = b"".join(batches)
