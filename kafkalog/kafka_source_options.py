@@ -16,7 +16,7 @@ naming the option and what is wrong. Keys are case-insensitive, as Spark's optio
 
 Ours (no Kafka counterpart): ``path`` / ``logDirs`` (comma-separated log dirs), ``includeBatchColumns``,
 ``maxPartitionBytes`` (bytes of ``.log`` per input partition), ``kafkalog.metricsDir`` (each task writes
-the bytes of ``.log`` it read there, for benchmarks).
+the bytes of ``.log`` it read there, for benchmarks), ``kafkalog.pushdown`` (false: prune nothing).
 """
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ KNOWN_OPTIONS = frozenset(o.lower() for o in (
     "path", "paths", "logDirs", "subscribe", "subscribePattern", "assign", "startingOffsets", "endingOffsets",
     "startingTimestamp", "endingTimestamp", "startingOffsetsByTimestamp", "endingOffsetsByTimestamp",
     "startingOffsetsByTimestampStrategy", "failOnDataLoss", "minPartitions", "includeHeaders",
-    "includeBatchColumns", "maxPartitionBytes", "kafkalog.metricsDir",
+    "includeBatchColumns", "maxPartitionBytes", "kafkalog.metricsDir", "kafkalog.pushdown",
 ))
 
 
@@ -87,6 +87,7 @@ class SourceOptions:
     isolation: str = READ_UNCOMMITTED
     max_partition_bytes: int = DEFAULT_MAX_PARTITION_BYTES
     metrics_dir: Optional[str] = None
+    pushdown: bool = True                            # use pushed-down filters to prune (Spark re-applies them)
 
     @property
     def read_committed(self) -> bool:
@@ -286,4 +287,5 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         isolation=isolation,
         max_partition_bytes=_int(opts, "maxPartitionBytes", minimum=MIN_MAX_PARTITION_BYTES) or DEFAULT_MAX_PARTITION_BYTES,
         metrics_dir=str(metrics_dir) if metrics_dir else None,
+        pushdown=_bool(opts, "kafkalog.pushdown", True),
     )

@@ -195,7 +195,7 @@ class KafkalogReader(DataSourceReader):
         """Use what prunes safely; hand every filter back so Spark re-applies it (rows are the same
         with pushdown on or off)."""
         for f in filters:
-            pred = to_predicate(f)
+            pred = to_predicate(f) if self.options.pushdown else None
             if pred is not None:
                 self.predicates.append(pred)
             yield f
