@@ -1,7 +1,7 @@
 """The ``format("kafkalog")`` data source against Spark's own Parquet reader, on the same records.
 
 Data (generated once, cached under ``--dir``/datasource-*): topic ``bench``, 4 partitions, each holding
-the same ``--records`` records (default 2.3M: ~1.1 GB of records in all) of ``bench.gen`` (16-byte keys,
+the same ``--records`` records (default 2.9M: ~1.4 GB of records, ~1.04 GB of ``.log`` in all) of ``bench.gen`` (16-byte keys,
 100-byte text-like values, 16 KiB batches) in a different codec — none, snappy, lz4, zstd — with
 CreateTime timestamps spread evenly over 24 hours (±2 s of jitter, so not monotonic) and cut into 24
 hourly segments with the ``.index``/``.timeindex`` Kafka's recovery builds; the last one is active.
@@ -42,7 +42,7 @@ from bench.gen import BATCH_BYTES, Records, frame_batch, make_batches, make_reco
 from kafkalog.format import compression as C
 
 DEFAULT_DIR = "/tmp/kafkalog-bench"
-DEFAULT_RECORDS = 2_300_000
+DEFAULT_RECORDS = 2_900_000
 QUICK_RECORDS = 300_000
 CODECS = ("none", "snappy", "lz4", "zstd")
 TOPIC = "bench"
@@ -142,6 +142,25 @@ def iter_segment_mb_s(log_dir: Path) -> tuple[float, int, int]:
     return total / 1e6 / (time.perf_counter() - t0), total, rows
 
 
+def tasks_in_process(log_dir: Path) -> tuple[float, int]:
+    """The data source's own work without Spark: plan, then every task's read_task (decode, filter,
+    shape to Spark's Arrow types) one after the other in this process, batches dropped."""
+    from kafkalog.kafka_source_options import parse_source_options
+    from kafkalog.scan_plan import Bounds, plan_scan
+    from udfs.kafkalog_source import read_task, source_schema
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    opts = parse_source_options({"path": str(log_dir), "subscribe": TOPIC})
+    target = to_arrow_schema(source_schema(opts), timezone="UTC")
+    t0 = time.perf_counter()
+    tasks = plan_scan(opts, Bounds(), parallelism=os.cpu_count() or 1)
+    rows = 0
+    for task in tasks:
+        for batch in read_task(task, target):
+            rows += batch.num_rows
+    return time.perf_counter() - t0, len(tasks)
+
+
 def _timed(fn, repeat: int):
     times, result = [], None
     for _ in range(repeat):
@@ -174,6 +193,8 @@ def run(n: int, repeat: int, root: Path, log=print) -> dict:
 
     one_thread, _, rows = iter_segment_mb_s(log_dir)
     log(f"iter_segment, one thread: {one_thread:.0f} MB/s ({rows} rows)")
+    tasks_s, n_tasks = tasks_in_process(log_dir)
+    log(f"the source's {n_tasks} tasks run one after the other in one process, no Spark: {tasks_s:.2f} s")
 
     spark = build_session("kafkalog-bench-datasource", conf={
         "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
@@ -225,7 +246,7 @@ def run(n: int, repeat: int, root: Path, log=print) -> dict:
             f"{metrics['bytes_read'] / 1e6:.1f} MB = {100 * metrics['bytes_read'] / part0:.2f}% of the partition")
     spark.stop()
     return dict(records=4 * n, log_bytes=log_bytes, partition_bytes=part0, cores=cores,
-                iter_segment_mb_s=round(one_thread, 1),
+                iter_segment_mb_s=round(one_thread, 1), tasks_in_process_s=round(tasks_s, 3), tasks=n_tasks,
                 parquet_s=round(pq_s, 3), parquet_min_s=round(pq_min, 3), source_s=round(ds_s, 3),
                 source_min_s=round(ds_min, 3), parquet_mb_s=round(log_bytes / 1e6 / pq_s, 1),
                 source_mb_s=round(log_bytes / 1e6 / ds_s, 1), ratio=round(pq_s / ds_s, 3), slices=slices)
@@ -243,6 +264,9 @@ def table(r: dict) -> str:
         f"{r['parquet_s']:.2f} s ({r['parquet_mb_s']:,.0f} MB/s of .log-equivalent) |",
         f"| the same, `format(\"kafkalog\")` | {r['source_s']:.2f} s ({r['source_mb_s']:,.0f} MB/s of .log) |",
         f"| data source ÷ Parquet speed | **{r['ratio']:.2f}×** |",
+        f"| the source's {r['tasks']} tasks in one process without Spark (decode, filter, shape), serially | "
+        f"{r['tasks_in_process_s']:.2f} s: {r['tasks_in_process_s'] / r['cores'] / r['source_s'] * 100:.0f}% of the "
+        f"query's {r['cores']}-core time |",
     ]
     for how, s in r["slices"].items():
         lines.append(f"| 1-hour slice of partition 0, {how} | {s['rows']:,} rows, {s['seconds']:.2f} s, "
