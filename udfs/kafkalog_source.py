@@ -35,9 +35,10 @@ from kafkalog.segment import ReadOptions, SegmentReader
 
 SOURCE_NAME = "kafkalog"
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
-# Windows a task decodes at a time; one decode thread per task (Spark already runs a task per core).
-TASK_WINDOW_BYTES = 8 << 20
-TASK_DECODE_THREADS = 1
+# Bytes of .log a task decodes into one Arrow batch, and decode threads per task (Spark already runs a
+# task per core). KAFKALOG_SOURCE_WINDOW_BYTES / KAFKALOG_SOURCE_THREADS override them (benchmarks).
+TASK_WINDOW_BYTES = int(os.environ.get("KAFKALOG_SOURCE_WINDOW_BYTES", 8 << 20))
+TASK_DECODE_THREADS = int(os.environ.get("KAFKALOG_SOURCE_THREADS", 1))
 
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 _OPS = {EqualTo: "=", EqualNullSafe: "=", GreaterThan: ">", GreaterThanOrEqual: ">=", LessThan: "<",
