@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import sys
 from typing import Callable, List, Optional, Sequence
 
@@ -49,6 +50,13 @@ def _positive_int(text: str) -> int:
     if value == 0:
         raise argparse.ArgumentTypeError("must be > 0")
     return value
+
+
+def _topic_name(text: str) -> str:
+    """A name Kafka accepts for a topic (Topic.validate: [a-zA-Z0-9._-], 1-249 characters)."""
+    if not re.fullmatch(r"[a-zA-Z0-9._-]{1,249}", text) or text in (".", ".."):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a Kafka topic name (letters, digits, '.', '_', '-')")
+    return text
 
 
 def _file_list(text: str) -> List[str]:
@@ -151,6 +159,7 @@ def _add_demo(subparsers) -> None:
                    help="records per partition (default: 20000)")
     p.add_argument("--compression", choices=CODECS, default="none", help="codec of the batches (default: none)")
     p.add_argument("--seed", type=int, default=1, help="random seed (default: 1)")
+    p.add_argument("--topic", default="demo-orders", type=_topic_name, help="the topic's name (default: demo-orders)")
     p.set_defaults(handler=_run_demo)
 
 
@@ -278,6 +287,8 @@ def _add_offsets(subparsers) -> None:
 def _run_offsets(args) -> int:
     try:
         return _offsets(args)
+    except BrokenPipeError:          # the reader went away (| head): main stops quietly
+        raise
     except OSError as e:
         raise KafkalogError(f"cannot read ({e.strerror or e})", path=getattr(e, "filename", None)) from None
 
@@ -343,6 +354,8 @@ def _record_json(topic: str, row: dict, timestamp: int) -> dict:
 def _run_fetch(args) -> int:
     try:
         return _fetch(args)
+    except BrokenPipeError:          # the reader went away (| head): main stops quietly
+        raise
     except OSError as e:
         raise KafkalogError(f"cannot read ({e.strerror or e})", path=getattr(e, "filename", None)) from None
 
@@ -422,6 +435,9 @@ def _run_recover(args) -> int:
 
 # --- log dirs ---------------------------------------------------------------------------------
 
+_PARTITION_FILE = re.compile(r"[0-9]{20}\.(?:log|index|timeindex)|leader-epoch-checkpoint|partition\.metadata")
+
+
 def check_log_dir(log_dir: str) -> None:
     """A UsageError unless ``log_dir`` is an existing folder that is not itself a partition folder."""
     from .logdir import parse_partition_dir_name
@@ -433,7 +449,11 @@ def check_log_dir(log_dir: str) -> None:
         raise UsageError("log dir is a file, not a folder", path=log_dir, hint=hint)
     try:
         parse_partition_dir_name(os.path.basename(os.path.normpath(log_dir)))
-    except KafkalogError:
+        names = os.listdir(log_dir)
+    except (KafkalogError, OSError):
+        return
+    # a log dir may be named like a partition folder (/data/kafka-1): only one holding segments is one
+    if not any(_PARTITION_FILE.fullmatch(name) for name in names):
         return
     raise UsageError("is a partition folder, not a log dir", path=log_dir,
                      hint=f"pass the folder that holds it: {os.path.dirname(os.path.abspath(log_dir))}")

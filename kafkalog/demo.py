@@ -98,10 +98,11 @@ def prepare_new_dir(out: Path, *, what: str) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    topic = getattr(args, "topic", DEMO_TOPIC)
     logs = generate_demo_log_dir(args.out, partitions=args.partitions, records=args.records,
-                                 compression=args.compression, seed=args.seed)
+                                 compression=args.compression, seed=args.seed, topic=topic)
     total = sum(p.stat().st_size for p in logs)
-    print(f"Wrote {len(logs)} segments ({total:,} bytes) in {args.partitions} partitions of {DEMO_TOPIC} under "
+    print(f"Wrote {len(logs)} segments ({total:,} bytes) in {args.partitions} partitions of {topic} under "
           f"{args.out}")
     print(f"Next: kafkalog dump --files {logs[0]} --deep-iteration | head -n 5")
     return 0

@@ -21,6 +21,7 @@ from typing import Callable, NamedTuple, Optional, Sequence
 
 from kafkalog.checkpoint import atomic_write
 from kafkalog.cli import _non_negative_int as _non_negative  # noqa: F401 - the jobs' argument type too
+from kafkalog.cli import check_log_dir
 from kafkalog.config import KafkaConfigs, load_configs
 from kafkalog.errors import ConfigError, KafkalogError, LogDirLockedError, UsageError
 from kafkalog.logdir import is_locked, lock_log_dir
@@ -57,6 +58,26 @@ def _log_dir_list(text: str) -> list[str]:
     return dirs
 
 
+def report_path(text: str) -> str:
+    """``--report``: a file to (re)write; an existing folder there is refused before the job starts."""
+    if os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text} is a folder; give the path of a .json file to write")
+    return text
+
+
+def table_path(text: str) -> str:
+    """A Delta table a job writes or appends to: a new or empty folder, or an existing Delta table
+    (a folder with ``_delta_log``). A file, or a folder holding something else, is refused before the
+    job starts: the job would write Parquet files and a log into it."""
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a file; give a folder for the Delta table")
+    if path.is_dir() and not (path / "_delta_log").is_dir() and any(path.iterdir()):
+        raise argparse.ArgumentTypeError(f"{text} is a folder holding other files, not a Delta table; give a new "
+                                         "folder name or an existing Delta table")
+    return text
+
+
 def parse_time_ms(text: str) -> int:
     """Epoch milliseconds, or an ISO-8601 date-time (UTC unless it names a zone)."""
     text = text.strip()
@@ -78,7 +99,7 @@ def base_parser(job: str, description: str, *, epilog: Optional[str] = None) -> 
     parser.add_argument("--log-dirs", action="append", type=_log_dir_list, metavar="DIR[,DIR...]",
                         help="Kafka log dirs to work on (repeatable or comma-separated; default: log.dirs of "
                              "--broker-config)")
-    parser.add_argument("--report", metavar="PATH", help="write a machine-readable JSON report here")
+    parser.add_argument("--report", metavar="PATH", type=report_path, help="write a machine-readable JSON report here")
     parser.add_argument("--master", metavar="URL", help="Spark master (default: $SPARK_MASTER, else local[*])")
     parser.add_argument("--delta-engine", choices=("auto", "spark", "rs"), default="auto",
                         help="Delta writer: delta-spark when the session has it (auto), or delta-rs (rs)")
@@ -109,7 +130,8 @@ def load_job_configs(args, *, strict: bool = False) -> KafkaConfigs:
 
 
 def resolve_log_dirs(args, configs: Optional[KafkaConfigs] = None) -> list[Path]:
-    """--log-dirs, else the broker config's log.dirs; each must be an existing folder."""
+    """--log-dirs, else the broker config's log.dirs; each must be an existing folder. Returned as
+    absolute paths: Spark's Python workers need not share the driver's working directory."""
     dirs = [d for group in (args.log_dirs or []) for d in group]
     if not dirs and configs is not None and getattr(args, "broker_config", None):
         dirs = list(configs.broker.log_dirs)
@@ -117,9 +139,8 @@ def resolve_log_dirs(args, configs: Optional[KafkaConfigs] = None) -> list[Path]
         raise UsageError("give --log-dirs DIR[,DIR...] (or --broker-config with log.dirs)")
     paths = []
     for d in dirs:
-        path = Path(d)
-        if not path.is_dir():
-            raise UsageError(f"log dir {d} does not exist or is not a folder")
+        check_log_dir(d)
+        path = Path(os.path.abspath(d))
         if any(path.resolve() == p.resolve() for p in paths):
             raise UsageError(f"log dir {d} is given twice")
         paths.append(path)

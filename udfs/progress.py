@@ -77,7 +77,7 @@ class ProgressLine:
                     self._drawn = False
             else:
                 now = time.monotonic()
-                if final or now - self._last_line_at >= LINE_EVERY_S:
+                if final or (count.done and now - self._last_line_at >= LINE_EVERY_S):
                     print(f"[{PREFIX} {time.strftime('%H:%M:%S')}] {_text(count)}", file=self.stream, flush=True)
                     self._last_line_at = now
             self.stream.flush()
