@@ -471,6 +471,9 @@ def _read_properties_file(path: PathLike) -> dict[str, str]:
     except OSError as exc:
         raise ConfigError(f"cannot read ({exc.strerror or exc})", path=path,
                           hint="give the path of a readable .properties file") from None
+    if b"\0" in data:
+        raise ConfigError("not a .properties text file (it holds binary data)", path=path,
+                          hint="give a server.properties or topic .properties file")
     # Properties.load(InputStream) reads ISO-8859-1; Kafka's tools read UTF-8 files the same way
     # for ASCII content, which config names and values are.
     return parse_properties(data.decode("latin-1"), path=path)
