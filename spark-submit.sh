@@ -55,6 +55,10 @@ while [ $# -gt 0 ]; do
   esac
 done
 
+case "$master" in
+  local|local\[*\]|local-cluster\[*\]|spark://?*|yarn|k8s://?*|mesos://?*) ;;
+  *) echo "spark-submit.sh $job: error: '$master' is not a Spark master URL: use local[*], local[N], spark://HOST:PORT, yarn or k8s://URL (--master or SPARK_MASTER)" >&2; exit 2;;
+esac
 kafkalog_require_java
 
 # kafkalog + udfs as one zip for --py-files, rebuilt when a source file is newer.

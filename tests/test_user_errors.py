@@ -165,6 +165,7 @@ JOB_CASES = [
     (["lookup", "--log-dirs", "{d}", "--queries", "{t}/not-a-table"], "not a Delta table"),
     (["lookup", "--queries", "{t}/queries.csv", "--catalog", "{t}/not-a-table"], "is not a Delta table"),
     (["lookup", "--log-dirs", "{d}"], "required: --queries"),
+    (["catalog", "--log-dirs", "{d}", "--master", "nonsense"], "is not a Spark master URL"),
     (["nope"], "unknown job 'nope'"),
     ([], "usage: ./spark-submit.sh <job>"),
 ]
