@@ -119,11 +119,11 @@ def _check_dump_files(files: Sequence[str]) -> None:
             raise UsageError("no such file", path=path, hint="check the path; --files takes segment and index files "
                                                              "such as <topic>-<partition>/00000000000000000000.log")
         if os.path.isdir(path):
-            raise UsageError("is a folder, not a file", path=path,
-                             hint="name the files inside it, e.g. --files " + os.path.join(path, "00000000000000000000.log"))
+            example = os.path.join(path, "00000000000000000000.log")
+            raise UsageError("is a folder, not a file", path=path, hint=f"name the files inside it, e.g. --files {example}")
     if not any(dumps_file_kind(path) for path in files):
         raise UsageError(f"{', '.join(files)}: not a file kafka-dump-log reads",
-                         hint="give .log, .index, .timeindex, .txnindex, .snapshot, .checkpoint or raw .bin record files")
+                         hint="give .log, .index, .timeindex, .txnindex, .snapshot, .checkpoint or .bin record files")
 
 
 def _run_dump(args) -> int:

@@ -397,7 +397,8 @@ def parse_broker_properties(props: Mapping[str, str], *, source: str = "server.p
                         f"--topic-config TOPIC:{key}=VALUE)", source=source, strict=strict, warnings=warnings,
                         hint=_BROKER_KEY_HINT)
         elif key.startswith("log."):
-            _not_kafkas(f"unknown broker config {key}{did_you_mean(key, list(BROKER_CONFIGS) + list(_BROKER_SYNONYMS))}",
+            guess = did_you_mean(key, list(BROKER_CONFIGS) + list(_BROKER_SYNONYMS))
+            _not_kafkas(f"unknown broker config {key}{guess}",
                         source=source, strict=strict, warnings=warnings, hint=_BROKER_KEY_HINT)
     defaults: dict[str, Any] = {}
     default_sources: dict[str, str] = {}

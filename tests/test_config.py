@@ -117,14 +117,18 @@ def test_doubles_java_refuses_are_refused(text):
 # --- strict: what the jobs that delete or rewrite use -------------------------------------------
 
 @pytest.mark.parametrize("where, text, message", [
-    ("topic", "orders:retention.msx=1", "unknown topic config retention.msx for topic orders (did you mean retention.ms?)"),
+    ("topic", "orders:retention.msx=1",
+     "unknown topic config retention.msx for topic orders (did you mean retention.ms?)"),
     ("topic", "orders:retention.byte=1", "(did you mean retention.bytes?)"),
-    ("topic", "orders:log.retention.ms=1", "log.retention.ms is a broker config, not a topic config (did you mean retention.ms?)"),
+    ("topic", "orders:log.retention.ms=1",
+     "log.retention.ms is a broker config, not a topic config (did you mean retention.ms?)"),
     ("file", "retention.msx=1\n", "unknown topic config retention.msx for topic orders (did you mean retention.ms?)"),
     ("file", "cleanup.polcy=compact\n", "(did you mean cleanup.policy?)"),
-    ("broker", "log.retention.hour=1\n", "unknown broker config log.retention.hour (did you mean log.retention.hours?)"),
+    ("broker", "log.retention.hour=1\n",
+     "unknown broker config log.retention.hour (did you mean log.retention.hours?)"),
     ("broker", "log.cleaner.enabled=false\n", "(did you mean log.cleaner.enable?)"),
-    ("broker", "retention.ms=5\n", "retention.ms is a topic config, not a broker config (the broker's key is log.retention.ms"),
+    ("broker", "retention.ms=5\n",
+     "retention.ms is a topic config, not a broker config (the broker's key is log.retention.ms"),
 ])
 def test_strict_configs_refuse_keys_that_are_not_kafkas_with_a_suggestion(tmp_path, where, text, message):
     kwargs = {}
@@ -151,7 +155,9 @@ def test_strict_configs_accept_every_kafka_key_and_ignore_non_log_broker_setting
                      "log.dir.failure.timeout.ms=30000\nlog.cleaner.threads=2\nlog.flush.interval.messages=10\n")
     topic = tmp_path / "t.properties"
     def text(value):
-        return ",".join(value) if isinstance(value, tuple) else str(value).lower() if isinstance(value, bool) else str(value)
+        if isinstance(value, tuple):
+            return ",".join(value)
+        return str(value).lower() if isinstance(value, bool) else str(value)
     values = {k: text(c.default) for k, c in TOPIC_CONFIGS.items()} | {k: "1" for k in OTHER_TOPIC_CONFIGS}
     values["retention.ms"] = "1000"
     topic.write_text("".join(f"{k}={v}\n" for k, v in values.items()))

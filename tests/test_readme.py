@@ -17,7 +17,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 
 from kafkalog.demo import generate_demo_log_dir
 

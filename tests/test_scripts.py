@@ -71,7 +71,8 @@ def test_an_old_java_is_named(clone, tmp_path, version, major):
 
 
 def test_java_home_without_java(clone, tmp_path):
-    done = _run([str(clone / ".ci/run")], path=_bin(tmp_path, java="17.0.1"), extra={"JAVA_HOME": str(tmp_path / "jdk")})
+    done = _run([str(clone / ".ci/run")], path=_bin(tmp_path, java="17.0.1"),
+                extra={"JAVA_HOME": str(tmp_path / "jdk")})
     _one_line_exit_2(done, f"JAVA_HOME={tmp_path / 'jdk'} has no bin/java")
 
 

@@ -142,7 +142,8 @@ def build_parser():
                              "compaction lags, producer expiry")
     parser.add_argument("--dry-run", action="store_true", help="compute everything, write nothing but the report "
                         "(and the audit rows, flagged dry_run)")
-    parser.add_argument("--audit", metavar="PATH", type=table_path, help="Delta table to append one row per partition to")
+    parser.add_argument("--audit", metavar="PATH", type=table_path,
+                        help="Delta table to append one row per partition to")
     parser.add_argument("--explain", action="append", default=[], type=_explain_target,
                         metavar="TOPIC:PARTITION:OFFSET", help="print why that record was kept or removed (repeatable)")
     add_config_arguments(parser)

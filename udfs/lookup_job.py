@@ -82,11 +82,13 @@ def build_parser():
         "Offset lookups give the batch a fetch from that offset starts at (segment, position, base/last offset)."))
     parser.add_argument("--queries", required=True, metavar="FILE", type=queries_path,
                         help="CSV (header), JSON lines (.json/.jsonl) or a Delta table folder of queries")
-    parser.add_argument("--catalog", metavar="PATH", type=delta_table_input, help="resolve partitions from this catalog Delta table "
+    parser.add_argument("--catalog", metavar="PATH", type=delta_table_input,
+                        help="resolve partitions from this catalog Delta table "
                                                            "instead of listing the log dirs")
     parser.add_argument("--isolation", choices=("log_end", "high_watermark"), default="log_end",
                         help="LATEST and the upper bound: the log end offset, or the checkpointed high watermark")
-    parser.add_argument("--output", metavar="PATH", type=table_path, help="Delta table to write the answers to (replaced)")
+    parser.add_argument("--output", metavar="PATH", type=table_path,
+                        help="Delta table to write the answers to (replaced)")
     parser.add_argument("--output-json", metavar="PATH", type=report_path, help="write the answers as JSON lines here")
     parser.add_argument("--dry-run", action="store_true", help="read and resolve the queries; look nothing up")
     return parser

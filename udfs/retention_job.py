@@ -76,7 +76,8 @@ def build_parser():
                         help=f"what a missing replication-offset-checkpoint entry means (default {HW_MISSING_ZERO}; "
                              f"{HW_MISSING_LOG_END}: log end offset)")
     parser.add_argument("--topics", metavar="T[,T...]", help="only these topics")
-    parser.add_argument("--audit", metavar="PATH", type=table_path, help="Delta table to append every segment's decision to")
+    parser.add_argument("--audit", metavar="PATH", type=table_path,
+                        help="Delta table to append every segment's decision to")
     add_config_arguments(parser)
     return parser
 
