@@ -17,7 +17,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-
 from kafkalog.demo import generate_demo_log_dir
 
 REPO = Path(__file__).resolve().parents[1]
