@@ -60,3 +60,21 @@ def test_the_watcher_reports_folders_counted_on_the_executors(spark, monkeypatch
     with progress.watch():
         spark.sparkContext.parallelize(range(6), 3).foreach(lambda _: counter.add(1))
     assert stream.getvalue().splitlines()[-1].endswith("] testing: 6/6 partitions")
+
+
+def test_the_watcher_keeps_polling_after_a_poll_fails(monkeypatch):
+    """While Spark starts, its context exists before its JVM side does: a failing poll is skipped."""
+    calls = []
+
+    def poll():
+        calls.append(len(calls))
+        if len(calls) <= 2:
+            raise AttributeError("'SparkContext' object has no attribute '_jsc'")
+
+    monkeypatch.setattr(progress, "POLL_S", 0.05)
+    monkeypatch.setattr(progress, "_poll_once", poll)
+    with progress.watch():
+        deadline = progress.time.monotonic() + 5
+        while len(calls) < 5 and progress.time.monotonic() < deadline:
+            progress.time.sleep(0.05)
+    assert len(calls) >= 5

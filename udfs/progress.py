@@ -5,7 +5,8 @@ What is counted, honestly: jobs that run one function per partition folder (``ma
 folders done through a Spark accumulator, which reaches the driver as each task finishes (a task
 handles a few folders, so the count moves in steps of a task's folders); other Spark work is shown
 as the running stage's tasks done, from Spark's status tracker. ``watch`` runs a daemon thread that
-polls both twice a second for the duration of a job; ``message`` prints a one-off line.
+polls both twice a second for the duration of a job (an error there, e.g. while Spark is still
+starting, only skips that poll); ``message`` prints a one-off line.
 """
 from __future__ import annotations
 
@@ -149,7 +150,7 @@ def _poll_once() -> None:
     from pyspark import SparkContext
 
     sc = SparkContext._active_spark_context          # noqa: SLF001 - None until a job starts Spark
-    if sc is None:
+    if sc is None or getattr(sc, "_jsc", None) is None:          # not started, or still starting
         return
     tracker = sc.statusTracker()
     stages = [tracker.getStageInfo(s) for s in tracker.getActiveStageIds()]
@@ -161,7 +162,7 @@ def _poll_once() -> None:
 
 @contextmanager
 def watch():
-    """Show the job's progress until the block ends (a daemon thread; any error in it only stops it)."""
+    """Show the job's progress until the block ends (a daemon thread; an error in a poll skips it)."""
     global _current
     stop = threading.Event()
 
@@ -169,8 +170,8 @@ def watch():
         while not stop.wait(POLL_S):
             try:
                 _poll_once()
-            except Exception:        # Spark stopping under us, or no pyspark: progress is best effort
-                return
+            except Exception:        # Spark starting or stopping under us: progress is best effort
+                continue
 
     thread = threading.Thread(target=loop, name="kafkalog-progress", daemon=True)
     thread.start()
