@@ -3,11 +3,17 @@
 # writing Delta tables and JSON reports under demo-tables/.
 set -euo pipefail
 cd "$(dirname "$0")"
+KAFKALOG_WHO="demo.sh"
+source scripts/preflight.sh
+kafkalog_require_java
 scripts/bootstrap.sh
 OUT=${1:-demo-logs}
 TABLES=${2:-demo-tables}
 if [ ! -d "$OUT" ]; then
+  echo "--- generating a demo log dir in $OUT (kafkalog demo)"
   .venv/bin/kafkalog demo "$OUT" --partitions 3 --records 20000
+else
+  echo "--- using the demo log dir $OUT from an earlier run"
 fi
 SEG="$OUT/demo-orders-0/00000000000000000000"
 if [ -f "$SEG.log" ]; then
@@ -21,3 +27,5 @@ echo "--- retention as a broker would decide it on 2026-01-08T03:00Z with retent
   --topic-config demo-orders:retention.bytes=1000000 \
   --audit "$TABLES/retention-audit" --report "$TABLES/retention.json"
 echo "--- reports: $TABLES/catalog.json, $TABLES/retention.json; add --execute to the retention command to apply it"
+echo "--- next: the kafkalog command lives in .venv; run 'source .venv/bin/activate' (then 'kafkalog --help'),"
+echo "    or call it as .venv/bin/kafkalog, e.g. .venv/bin/kafkalog offsets --log-dirs $OUT --topic demo-orders --time -2"

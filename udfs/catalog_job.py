@@ -10,7 +10,8 @@ from kafkalog.catalog import CATALOG_SCHEMA, ERROR, LEFTOVER, SEGMENT
 
 from . import delta_tables
 from .job import (EXIT_OK, EXIT_PARTIAL, add_config_arguments, base_parser, load_job_configs, progress,
-                  resolve_log_dirs, write_report)
+                  resolve_log_dirs, table_path, write_report)
+from .progress import count_folders
 from .partitions import catalog_folder, folders_frame, list_partition_folders, map_folders
 from .session import build_session
 
@@ -23,7 +24,7 @@ def build_parser():
     parser = base_parser(JOB, DESCRIPTION, epilog=(
         "Columns: kafkalog.catalog.CATALOG_SCHEMA (README). The table is replaced by each run (Delta keeps\n"
         "the earlier versions). Nothing in the log dirs is modified."))
-    parser.add_argument("--catalog", metavar="PATH", help="Delta table to write (replaced each run)")
+    parser.add_argument("--catalog", metavar="PATH", type=table_path, help="Delta table to write (replaced each run)")
     parser.add_argument("--dry-run", action="store_true", help="list and report, but write no table")
     add_config_arguments(parser)
     return parser
@@ -32,7 +33,8 @@ def build_parser():
 def catalog_frame(spark, log_dirs):
     """The catalog DataFrame of ``log_dirs`` (lazy; recomputing it is harmless — it only reads)."""
     folders = list_partition_folders(log_dirs)
-    return map_folders(folders_frame(spark, folders), catalog_folder, CATALOG_SCHEMA), len(folders)
+    counter = count_folders(spark, len(folders), "cataloguing")
+    return map_folders(folders_frame(spark, folders), catalog_folder, CATALOG_SCHEMA, counter=counter), len(folders)
 
 
 def main(argv: Sequence[str], *, spark=None) -> int:
