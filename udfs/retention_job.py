@@ -23,8 +23,8 @@ from kafkalog.retention_run import (ERROR, OUTCOME_SCHEMA, finish_log_dir, publi
                                     retention_summary)
 
 from . import delta_tables
-from .job import (EXIT_OK, EXIT_PARTIAL, _non_negative, add_config_arguments, base_parser, locked_log_dirs,
-                  parse_time_ms, progress, start_job, write_report)
+from .job import (EXIT_OK, EXIT_PARTIAL, _non_negative, add_config_arguments, add_html_argument, base_parser,
+                  locked_log_dirs, parse_time_ms, progress, start_job, write_html, write_report)
 from .partitions import (cached_checkpoints, folders_frame, map_folders, partition_folders_of, spark_arrow_schema,
                          topics_option)
 from .session import build_session
@@ -76,6 +76,7 @@ def build_parser():
                              f"{HW_MISSING_LOG_END}: log end offset)")
     parser.add_argument("--topics", metavar="T[,T...]", help="only these topics")
     parser.add_argument("--audit", metavar="PATH", help="Delta table to append every segment's decision to")
+    add_html_argument(parser)
     add_config_arguments(parser)
     return parser
 
@@ -157,6 +158,7 @@ def main(argv: Sequence[str], *, spark=None) -> int:
         checkpoints=checkpoints, audit=audit)
     _print_summary(report)
     write_report(args.report, report)
+    write_html(args.html, report)
     failed = summary["statuses"].get(ERROR, 0) or refused
     return EXIT_PARTIAL if failed else EXIT_OK
 
