@@ -86,6 +86,8 @@ class Page:
         data, dicts = {}, {}
         for c in columns:
             values = [r.get(c.key) for r in rows]
+            if c.kind == "float":       # shown to 4 significant digits: 6 keep the JSON small and sorting exact enough
+                values = [float(f"{v:.6g}") if isinstance(v, float) else v for v in values]
             if c.kind == "text" and len(values) >= DICT_ENCODE_MIN_ROWS:
                 codes, index = [], {}
                 for v in values:
@@ -230,7 +232,7 @@ _LOADER = r"""
     head.appendChild(search); head.appendChild(pager); head.appendChild(count); box.appendChild(head);
     var table=document.createElement('table'), thead=document.createElement('thead'), tbody=document.createElement('tbody');
     var tr=document.createElement('tr');
-    cols.forEach(function(c){var th=document.createElement('th');th.textContent=c.label;th.dataset.key=c.key;
+    cols.forEach(function(c){var th=document.createElement('th');th.textContent=c.label;th.dataset.col=c.key;
       th.addEventListener('click',function(){sortBy(c.key);});tr.appendChild(th);});
     thead.appendChild(tr); table.appendChild(thead); table.appendChild(tbody); box.appendChild(table);
     function draw(){
@@ -264,8 +266,8 @@ _LOADER = r"""
       order.sort(function(a,b){var x=val(c,a),y=val(c,b);
         if(x===y)return a-b; if(x===null||x===undefined)return 1; if(y===null||y===undefined)return -1;
         return (x<y?-1:1)*(asc?1:-1);});
-      thead.querySelectorAll('th').forEach(function(th){th.textContent=cols.filter(function(c){return c.key===th.dataset.key;})[0].label+
-        (th.dataset.key===key?(asc?' ▲':' ▼'):'');});
+      thead.querySelectorAll('th').forEach(function(th){th.textContent=cols.filter(function(c){return c.key===th.dataset.col;})[0].label+
+        (th.dataset.col===key?(asc?' ▲':' ▼'):'');});
       filter();
     }
     search.addEventListener('input',filter);
