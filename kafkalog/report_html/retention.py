@@ -55,7 +55,7 @@ def retention_page(report: dict) -> str:
     page.numbers([
         ("partitions", "summary.partitions", summary.get("partitions")),
         ("segments", "summary.segments", summary.get("segments")),
-        (f"segments {verb.replace('to free', 'to delete').replace('freed', 'deleted')}", "summary.segments_deleted",
+        ("segments deleted" if executed else "segments to delete", "summary.segments_deleted",
          summary.get("segments_deleted")),
         (f"bytes {verb}", "summary.bytes_freed", summary.get("bytes_freed")),
         ("segments deleted by an earlier attempt", "summary.segments_deleted_earlier",
