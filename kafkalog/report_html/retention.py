@@ -66,6 +66,7 @@ def retention_page(report: dict) -> str:
          for status, n in sorted((summary.get("statuses") or {}).items())])
 
     _bytes_charts(page, summary, segments, verb)
+    _topic_table(page, summary, partitions, verb)
     _timelines(page, report, partitions, segments)
 
     page.heading("Partitions", "every partition of the report; click a column to sort, type to search")
@@ -87,6 +88,31 @@ def retention_page(report: dict) -> str:
     else:
         page.note("none")
     return page.html(script=_TIMELINE_JS)
+
+
+def _topic_table(page: Page, summary: dict, partitions: list, verb: str) -> None:
+    """Per topic: the retention settings the run applied (the inputs that decide) and its totals."""
+    settings: dict = {}
+    for p in partitions:
+        entry = settings.setdefault(p.get("topic") or "?", (set(), set(), set()))
+        for values, key in zip(entry, ("retention_ms", "retention_bytes", "cleanup_policy")):
+            if p.get(key) is not None:
+                values.add(p[key])
+    rows = []
+    for topic, t in (summary.get("topics") or {}).items():
+        ms, size, policy = settings.get(topic, (set(), set(), set()))
+        rows.append(dict(topic=topic, partitions=t.get("partitions"),
+                         segments_deleted=(t.get("segments_deleted") or 0) + (t.get("segments_deleted_earlier") or 0),
+                         bytes_freed=(t.get("bytes_freed") or 0) + (t.get("bytes_freed_earlier") or 0),
+                         bytes_purged=t.get("bytes_purged"), retention_ms=", ".join(map(str, sorted(ms))),
+                         retention_bytes=", ".join(map(str, sorted(size))), cleanup_policy=", ".join(sorted(policy))))
+    page.table("topics", (Column("topic", "topic"), Column("partitions", "partitions", "int"),
+                          Column("segments_deleted", f"segments {'deleted' if verb == 'freed' else 'to delete'}", "int"),
+                          Column("bytes_freed", f"bytes {verb}", "int"),
+                          Column("bytes_purged", "bytes of .deleted removed", "int"),
+                          Column("retention_ms", "retention.ms"), Column("retention_bytes", "retention.bytes"),
+                          Column("cleanup_policy", "cleanup.policy")), rows,
+               caption="per topic: the settings the run applied (-1: unlimited) and its totals")
 
 
 def _segment_counts(segments: list) -> dict:
