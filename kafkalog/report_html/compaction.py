@@ -181,7 +181,7 @@ def _passes(page: Page, report: dict, rows: list) -> None:
                    if isinstance(one, dict) else str(one))
               for r in rows if isinstance(r.get("passes_detail"), list) for i, one in enumerate(r["passes_detail"])]
     if detail:
-        page.table("passes", (Column("name", "partition"), Column("index", "pass", "int"), Column("detail", "pass")),
+        page.table("passes", (Column("name", "partition"), Column("index", "pass #", "int"), Column("detail", "the pass")),
                    detail)
 
 

@@ -192,7 +192,7 @@ table.facts{border-collapse:collapse;font-size:13px} table.facts th{text-align:l
 .card{border:1px solid #ddd;border-radius:6px;padding:6px 10px;min-width:120px}
 .card .label{font-size:12px;color:#555} .card .num{font-size:18px;font-variant-numeric:tabular-nums}
 .chart{width:100%;min-height:200px}
-.table table{border-collapse:collapse;font-size:12px;width:100%}
+.table{overflow-x:auto} .table table{border-collapse:collapse;font-size:12px;width:100%}
 .table th{cursor:pointer;background:#f3f3f3;text-align:left;padding:3px 6px;position:sticky;top:0;user-select:none}
 .table td{padding:2px 6px;border-top:1px solid #eee;font-variant-numeric:tabular-nums}
 .table td.n{text-align:right} .table input{margin:4px 8px 4px 0;padding:3px 6px;width:280px}
