@@ -287,7 +287,8 @@ def compaction_report(partitions: int, *, passes=None, outcome: bool = False, se
                    aborted_records_removed=0 if clean else None, markers_removed=0 if clean else None,
                    records_null_key=0 if clean else None)
         if passes == "count":
-            row["passes"] = rnd.randrange(1, 4)
+            row["passes"] = rnd.randrange(1, 4) if clean else None
+            row["map_keys"] = read
         elif passes == "list":
             row["passes"] = [dict(keys=rnd.randrange(1, 100), upper_offset=100 * (k + 1)) for k in range(rnd.randrange(1, 3))]
         if outcome:
@@ -299,11 +300,17 @@ def compaction_report(partitions: int, *, passes=None, outcome: bool = False, se
     statuses: dict = {}
     for r in rows:
         statuses[r["status"]] = statuses.get(r["status"], 0) + 1
+    if outcome:
+        outcomes: dict = {}
+        for r in rows:
+            outcomes[r["outcome"]] = outcomes.get(r["outcome"], 0) + 1
     summary = dict(partitions=len(rows), statuses=statuses, bytes_before=total("bytes_before"),
                    bytes_after=total("bytes_after"), bytes_removed=total("bytes_removed"),
                    records_read=total("records_read"), records_kept=total("records_kept"),
                    records_superseded=total("records_superseded"), tombstones_removed=0, aborted_records_removed=0,
                    markers_removed=0, log_dirs_refused=[], dry_run=True, now_ms=NOW, duration_s=1.0)
+    if outcome:
+        summary["outcomes"] = outcomes
     return dict(job="compact", run_id="generated", now_ms=NOW, dry_run=True, summary=summary, partitions=rows,
                 explain=[], audit=None)
 
@@ -361,14 +368,18 @@ def test_compaction_page_shows_passes_and_outcomes_when_the_report_has_them(tmp_
     if passes is None:
         assert not {"passes", "outcomes"} & set(facts["charts"])
         return
-    counts = sorted((len(p["passes"]) if passes == "list" else p["passes"] for p in report["partitions"]), reverse=True)
+    counts = sorted((len(p["passes"]) if passes == "list" else p["passes"] for p in report["partitions"]
+                     if p["passes"] is not None), reverse=True)
     assert chart_y(browser, "passes")[0] == counts[:40]
     outcomes = {}
     for p in report["partitions"]:
         outcomes[p["outcome"]] = outcomes.get(p["outcome"], 0) + 1
     assert chart_y(browser, "outcomes")[0] == [outcomes[k] for k in sorted(outcomes)]
     headers = browser.evaluate("[...document.querySelectorAll('[data-table=\"partitions\"] th')].map(th => th.textContent)")
-    assert "passes" in headers and "outcome" in headers
+    assert "key map passes" in headers and "outcome" in headers
+    assert ("distinct keys" in headers) == (passes == "count")
+    shown = {k for k, _, _ in browser.evaluate(NUMBERS_JS)}
+    assert {f"summary.outcomes.{k}" for k in outcomes} <= shown      # and check_page compared their values
     if passes == "list":
         assert table_rows(browser, "passes") == sum(len(p["passes"]) for p in report["partitions"])
 

@@ -32,6 +32,11 @@ PARTITION_COLUMNS = (
     Column("log_dir", "log dir"), Column("reason", "reason"),
 )
 
+# shown when the report has them: the key map's passes and size, and each partition's outcome
+OPTIONAL_COLUMNS = (Column("outcome", "outcome"), Column("passes", "key map passes", "int"),
+                    Column("map_keys", "distinct keys", "int"), Column("map_budget", "key map budget", "int"),
+                    Column("map_bytes", "key map bytes", "int"))
+
 
 def compaction_page(report: dict) -> str:
     """The page for a compact report (``udfs.compact_job``'s JSON, as a dict)."""
@@ -62,6 +67,8 @@ def compaction_page(report: dict) -> str:
         ("markers removed", "summary.markers_removed", summary.get("markers_removed")),
     ] + [(f"partitions {status}", f"summary.statuses.{status}", n)
          for status, n in sorted((summary.get("statuses") or {}).items())]
+      + [(f"outcome: {outcome}", f"summary.outcomes.{outcome}", n)
+         for outcome, n in sorted((summary.get("outcomes") or {}).items())]
       + ([("key map passes", "summary.passes", summary["passes"])] if _is_number(summary.get("passes")) else []))
 
     rows = [_row(p) for p in partitions]
@@ -78,8 +85,7 @@ def compaction_page(report: dict) -> str:
                    [dict(e, name=f"{e.get('topic')}-{e.get('partition')}") for e in explain])
 
     page.heading("Partitions", "every partition of the report; click a column to sort, type to search")
-    extra = [Column(k, k.replace("_", " "), "int" if k == "passes" else "text")
-             for k in ("passes", "outcome") if any(k in p for p in partitions)]
+    extra = [column for column in OPTIONAL_COLUMNS if any(column.key in p for p in partitions)]
     page.table("partitions", PARTITION_COLUMNS[:4] + tuple(extra) + PARTITION_COLUMNS[4:], rows)
 
     refused = summary.get("log_dirs_refused") or []
