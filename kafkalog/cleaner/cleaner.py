@@ -61,6 +61,8 @@ from ..producer_snapshot import read_producer_snapshot
 from . import producer_state as ps
 from .cleanable import CleanableOffsets, cleanable_offsets
 from . import fast_filter
+from . import key_map as km
+from .key_walk import KeyVerdicts, build_key_verdicts
 from .local_log import (LogSegment, batches_of, collect_aborted_transactions, load_segments, pending_swap_files,
                         read_batches, read_windows, start_position)
 from .offset_map import ExactOffsetMap, OffsetMap, build_offset_map, map_entries
@@ -86,6 +88,8 @@ StepHook = Callable[[str, Optional[Path]], None]
 # fast_filter) or "reference" (a SourceBatch of RecordRows per batch: offset_map.build_offset_map and
 # record_filter.filter_batch). Same bytes, counts and reasons; tests run both.
 ENGINE = "fast"
+# Tests set this to hash every key by its length only: collisions everywhere, told apart by the bytes.
+KEY_HASH_WEAK = False
 # ``record_decisions``: True (every record's reason), False (none) or the offsets to keep reasons for.
 RecordDecisions = Union[bool, Collection[int]]
 
@@ -232,12 +236,25 @@ def offset_map_entries(plan: PartitionPlan) -> Iterable[Tuple[bytes, int]]:
     return map_entries(_dirty_batches(plan), _map_tracker(plan), plan.first_dirty_offset)
 
 
+def map_budget(broker: BrokerConfig, concurrent_cleaners: Optional[int] = None) -> int:
+    """Bytes one cleaner's key map may take: ``log.cleaner.dedupe.buffer.size`` split across the
+    cleaners running at once (``log.cleaner.threads`` unless the caller runs another number, as the
+    Spark job does with its task slots)."""
+    threads = concurrent_cleaners if concurrent_cleaners is not None else int(broker.setting("log.cleaner.threads"))
+    return km.dedupe_budget(int(broker.setting("log.cleaner.dedupe.buffer.size")), threads)
+
+
+def build_key_map(plan: PartitionPlan, broker: BrokerConfig = BrokerConfig(), *, budget: Optional[int] = None
+                  ) -> KeyVerdicts:
+    """Pass 1 of the round (the fast engine): the compiled map within ``budget`` bytes (default
+    ``map_budget(broker)``), in hash-slice passes when the keys do not fit."""
+    return build_key_verdicts(plan, budget=budget or map_budget(broker),
+                              load_factor=float(broker.setting("log.cleaner.io.buffer.load.factor")),
+                              max_batch_bytes=_max_batch_bytes(plan.config), weak_hash=KEY_HASH_WEAK)
+
+
 def build_partition_offset_map(plan: PartitionPlan) -> ExactOffsetMap:
-    """Pass 1 of the round for this partition."""
-    if ENGINE == "fast":
-        return fast_filter.build_offset_map_windows(_dirty_windows(plan), _map_tracker(plan),
-                                                    first_dirty_offset=plan.first_dirty_offset,
-                                                    upper_bound_offset=plan.upper_bound_offset)
+    """Pass 1 of the round as the reference engine builds it: a dict of the exact keys."""
     return build_offset_map(_dirty_batches(plan), _map_tracker(plan), first_dirty_offset=plan.first_dirty_offset,
                             upper_bound_offset=plan.upper_bound_offset)
 
@@ -276,6 +293,7 @@ class PartitionCleanResult:
     skipped_reason: Optional[str] = None
     error: Optional[str] = None
     map_size: int = 0
+    map_stats: Optional[km.KeyMapStats] = None     # the compiled map's passes, keys, budget and bytes
     end_offset: Optional[int] = None          # the new cleaner checkpoint
     groups: List[GroupResult] = field(default_factory=list)
     counts: FilterCounts = field(default_factory=FilterCounts)
@@ -421,7 +439,7 @@ class _GroupOutput:
 
 def _clean_group(plan: PartitionPlan, sources: List[LogSegment], offset_map: OffsetMap,
                  io_buffer_size: int, result: PartitionCleanResult, record_decisions: RecordDecisions,
-                 sink: _Sink) -> _GroupOutput:
+                 sink: _Sink, ordinals: Dict[int, int]) -> _GroupOutput:
     cfg = plan.config
     base = sources[0].base_offset
     tracker = CleanedTransactionMetadata()
@@ -436,7 +454,8 @@ def _clean_group(plan: PartitionPlan, sources: List[LogSegment], offset_map: Off
         chunks = read_chunks(h.position.tolist(), h.size.tolist(), buffer_size=io_buffer_size,
                              max_buffer_size=cfg.max_message_bytes, max_message_bytes=cfg.max_message_bytes)
         if ENGINE == "fast":
-            _clean_segment_fast(plan, seg, chunks, tracker, offset_map, result, record_decisions, out)
+            _clean_segment_fast(plan, seg, chunks, tracker, offset_map, result, record_decisions, out,
+                                ordinals[seg.base_offset])
             continue
         batches = read_batches(seg, max_batch_bytes=_max_batch_bytes(cfg))     # streamed, in file order
         for first, end in chunks:
@@ -462,8 +481,9 @@ def _clean_group(plan: PartitionPlan, sources: List[LogSegment], offset_map: Off
 
 def _clean_segment_fast(plan: PartitionPlan, seg: LogSegment, chunks, tracker: CleanedTransactionMetadata,
                         offset_map: OffsetMap, result: PartitionCleanResult, record_decisions: RecordDecisions,
-                        out: "_GroupOutput") -> None:
-    """The chunk loop of ``_clean_group`` for one source segment, over decoded windows."""
+                        out: "_GroupOutput", ordinal: int) -> None:
+    """The chunk loop of ``_clean_group`` for one source segment, over decoded windows; ``ordinal``:
+    the index of the segment's first record in the recopied range (for a map kept as bitsets)."""
     cfg = plan.config
     asked = None
     if record_decisions is not True and record_decisions:
@@ -474,13 +494,15 @@ def _clean_segment_fast(plan: PartitionPlan, seg: LogSegment, chunks, tracker: C
     taken = 0
 
     def next_batch() -> fast_filter.BatchOutput:
-        nonlocal pending, taken
+        nonlocal pending, taken, ordinal
         while taken == len(pending):
+            win = next(windows)
             pending = fast_filter.filter_window(
-                next(windows), tracker=tracker, active=plan.active_producers,
+                win, tracker=tracker, active=plan.active_producers,
                 upper_bound_offset=plan.upper_bound_offset, offset_map=offset_map, now_ms=plan.now_ms,
                 delete_retention_ms=cfg.delete_retention_ms, counts=out.counts, record_decisions=record_decisions,
-                asked=asked, max_batch_bytes=max_bytes)
+                asked=asked, max_batch_bytes=max_bytes, ordinal_base=ordinal)
+            ordinal += int(win.record_start[-1])
             taken = 0
         taken += 1
         return pending[taken - 1]
@@ -650,7 +672,8 @@ def default_io_buffer_size(broker: BrokerConfig) -> int:
 def _clean_locked(partition_dir: Path, *, config: LogConfig, now_ms: int, broker: BrokerConfig,
                   offset_map: Optional[OffsetMap], dry_run: bool, on_step: Optional[StepHook],
                   record_decisions: RecordDecisions, io_buffer_size: Optional[int],
-                  high_watermark: Optional[int], force: bool, update_checkpoint: bool = True) -> PartitionCleanResult:
+                  high_watermark: Optional[int], force: bool, update_checkpoint: bool = True,
+                  map_budget_bytes: Optional[int] = None) -> PartitionCleanResult:
     try:
         topic, partition, kind = parse_partition_dir_name(partition_dir.name)
     except KafkalogError as e:
@@ -671,11 +694,20 @@ def _clean_locked(partition_dir: Path, *, config: LogConfig, now_ms: int, broker
             result.skipped_reason = "segments hold v0/v1 messages; the legacy compaction rules are not implemented"
             return result
         if offset_map is None:
-            offset_map = build_partition_offset_map(plan)
+            if ENGINE == "fast":
+                offset_map = build_key_map(plan, broker, budget=map_budget_bytes)
+                result.map_stats = offset_map.stats
+            else:
+                offset_map = build_partition_offset_map(plan)
         end_offset = min(offset_map.end_offset, plan.upper_bound_offset)
         result.map_size = len(offset_map) if hasattr(offset_map, "__len__") else 0
         result.end_offset = end_offset
         recopied = [s for s in plan.segments if s.base_offset < end_offset]
+        ordinals: Dict[int, int] = {}          # each recopied segment's first record in the recopied range
+        ordinal = 0
+        for s in recopied:
+            ordinals[s.base_offset] = ordinal
+            ordinal += int(np.maximum(s.scan().headers.recordsCount.astype(np.int64), 0).sum())
         groups = group_segments_by_size(
             [GroupableSegment(s.base_offset, s.size_bytes, s.offset_index_bytes, s.time_index_bytes) for s in recopied],
             max_size=config.segment_bytes, max_index_size=config.segment_index_bytes,
@@ -688,7 +720,7 @@ def _clean_locked(partition_dir: Path, *, config: LogConfig, now_ms: int, broker
                 sources = [recopied[i] for i in idx]
                 sink = _Sink(None if dry_run else partition_dir / _name(sources[0].base_offset, "log", CLEANED_SUFFIX))
                 sinks.append(sink)
-                g = _clean_group(plan, sources, offset_map, io_size, result, record_decisions, sink)
+                g = _clean_group(plan, sources, offset_map, io_size, result, record_decisions, sink, ordinals)
                 result.counts.add(g.counts)
                 result.groups.append(GroupResult(g.base_offset, [s.base_offset for s in sources],
                                                  sum(s.size_bytes for s in sources), g.sink.size,
@@ -726,7 +758,8 @@ def clean_partition(partition_dir, *, config: LogConfig, now_ms: int, broker: Br
                     offset_map: Optional[OffsetMap] = None, dry_run: bool = False,
                     on_step: Optional[StepHook] = None, record_decisions: RecordDecisions = True,
                     io_buffer_size: Optional[int] = None, high_watermark: Optional[int] = None,
-                    force: bool = False, lock: bool = True, update_checkpoint: bool = True) -> PartitionCleanResult:
+                    force: bool = False, lock: bool = True, update_checkpoint: bool = True,
+                    map_budget_bytes: Optional[int] = None) -> PartitionCleanResult:
     """Clean one partition folder (one round). Refuses (``LogDirLockedError``) a log dir whose
     ``.lock`` another process holds, and holds that lock while it works. ``offset_map``: a
     precomputed map (the Spark job's); ``force``: clean even when the dirty ratio is too low;
@@ -743,13 +776,14 @@ def clean_partition(partition_dir, *, config: LogConfig, now_ms: int, broker: Br
         return _clean_locked(partition_dir, config=config, now_ms=now_ms, broker=broker, offset_map=offset_map,
                              dry_run=dry_run, on_step=on_step, record_decisions=record_decisions,
                              io_buffer_size=io_buffer_size, high_watermark=high_watermark, force=force,
-                             update_checkpoint=update_checkpoint)
+                             update_checkpoint=update_checkpoint, map_budget_bytes=map_budget_bytes)
     if is_locked(log_dir):
         raise LogDirLockedError("the log dir is locked by a running broker (or another job)",
                                 path=log_dir / ".lock")
     kwargs = dict(config=config, now_ms=now_ms, broker=broker, offset_map=offset_map, dry_run=dry_run,
                   on_step=on_step, record_decisions=record_decisions, io_buffer_size=io_buffer_size,
-                  high_watermark=high_watermark, force=force, update_checkpoint=update_checkpoint)
+                  high_watermark=high_watermark, force=force, update_checkpoint=update_checkpoint,
+                  map_budget_bytes=map_budget_bytes)
     if dry_run:
         return _clean_locked(partition_dir, **kwargs)
     with lock_log_dir(log_dir):

@@ -168,8 +168,7 @@ def record_decision(header: rb.BatchHeader, offset: int, key: Optional[bytes], v
         return RecordReason.KEPT_BEYOND_MAP
     if key is None:
         return RecordReason.REMOVED_NULL_KEY
-    lookup = getattr(offset_map, "latest_offset_at", None)
-    found = lookup(key, offset) if lookup is not None else offset_map.latest_offset(key)
+    found = offset_map.latest_offset(key)
     if found is not None and offset < found:
         return RecordReason.REMOVED_SUPERSEDED
     if value is None:

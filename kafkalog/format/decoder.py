@@ -532,6 +532,25 @@ def _decompress_window(buf, h: HeaderArrays, codec, b_src, b_start, b_end, out: 
     return nb, at
 
 
+def decompress_batches(buf: np.ndarray, h: HeaderArrays, out: OutputBuffer, *, path=None,
+                       max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES, budget: Optional[int] = None):
+    """The records regions of (a prefix of) the v2 batches ``h`` of ``buf``, decompressed where
+    compressed into ``out``, up to ``budget`` bytes of records (at least one batch): what the
+    record walks read. Returns (batches consumed, b_src, b_start, b_end, dbuf): batch b's records
+    lie in ``buf`` (b_src 0) or ``dbuf`` (1) at [b_start, b_end); both arrays are read-only views."""
+    budget = MAX_DECODE_BYTES if budget is None else min(budget, MAX_DECODE_BYTES)
+    max_batch_bytes = min(max_batch_bytes, MAX_DECODE_BYTES)
+    nb = len(h)
+    codec = (h.attributes & rb.COMPRESSION_CODEC_MASK).astype(np.int8)
+    b_src = np.zeros(nb, dtype=np.int8)
+    b_start = h.position + rb.RECORDS_OFFSET
+    b_end = h.position + h.size.astype(np.int64)
+    nb, at = _decompress_window(buf, h, codec, b_src, b_start, b_end, out, PartitionId(None, None), path=path,
+                                verify_crc=False, max_batch_bytes=max_batch_bytes, budget=budget)
+    dbuf = _readonly(out.array[:at]) if at else _EMPTY
+    return nb, b_src[:nb], b_start[:nb], b_end[:nb], dbuf
+
+
 def _headers_accel(buf, dbuf, b_src, counts, hdr_count, hdr_pos, nh: int, cap: int, n: int) -> pa.Array:
     from . import records_accel as acc
 

@@ -1,0 +1,350 @@
+"""The cleaner's key -> latest offset map, compiled and bounded (``SkimpyOffsetMap``, spec §7.3-7.4),
+and the key-only record walk that fills it or marks superseded records, over the decoder's buffers.
+
+Exact where Kafka is not: Kafka keeps a 16-byte MD5 per key and accepts that two keys whose digests
+collide are one key; here a slot holds the key's bytes (in an arena) and a probe compares them byte
+for byte, so a record is only ever superseded by a later record with the identical key.
+
+Layout (``SLOT_BYTES`` = 24 per slot, as a Kafka entry is 24 bytes: digest + offset)::
+
+    hashes    uint32[capacity]   low 32 bits of the key hash (compared before the bytes)
+    lengths   int32[capacity]    key length; EMPTY_SLOT (-1) when free
+    positions int64[capacity]    where the key's bytes start in ``arena``
+    offsets   int64[capacity]    the key's latest offset so far
+    arena     uint8[...]         the keys' bytes, appended
+    state     int64[3]           keys held, arena bytes used, most keys allowed (capacity x load factor)
+
+Slot of a key: fastrange(low 32 bits of its hash, capacity), then linear probing. The budget
+(``log.cleaner.dedupe.buffer.size`` / concurrent cleaners) is split in two halves, slots and
+arena; the map is full when either is.
+
+Hash slices: when the dirty range holds more distinct keys than fit, pass s of n keeps only the
+keys whose hash's high 32 bits fall in slice s (fastrange(high 32 bits, n)) and marks, in two
+bitsets over the records of the recopied range (one bit per record each), which records a later
+record of the same key supersedes and which records' keys are in the map. Kafka's cleaner stops
+the round where its map fills and leaves the rest for the next round; these passes clean the whole
+range in one round.
+
+The walk (``walk_keys_kernel``) reads each record's length, offset delta and key (attributes,
+timestamp, value and headers are skipped by length): no value is copied. Kernels live at module
+level so numba's on-disk cache serves new processes.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from ..format.records_accel import copy_bytes, read_varint, read_varlong
+
+_CACHE = os.path.isfile(__file__)
+
+SLOT_BYTES = 24
+EMPTY_SLOT = -1
+NOT_FOUND = np.iinfo(np.int64).min       # what a lookup answers for a key not in the map
+MIN_CAPACITY = 16
+MIN_BUDGET = MIN_CAPACITY * SLOT_BYTES * 2     # the smallest map: 16 slots and as many arena bytes
+
+# walk modes
+WALK_INSERT = 0     # map[key] = offset for the batches flagged, records at or past ``lo_offset``
+WALK_MARK = 1       # set the bits of the flagged batches' records below ``hi_offset``
+
+# walk statuses
+WALK_OK = 0
+WALK_FULL = 1       # the map is full: (batch, records walked) say where
+WALK_MALFORMED = 2  # a record does not walk (the decoder would refuse it and name the error)
+
+# state slots
+_KEYS, _ARENA_USED, _MAX_KEYS = 0, 1, 2
+
+_M1 = np.uint64(0x9E3779B97F4A7C15)
+_M2 = np.uint64(0xBF58476D1CE4E5B9)
+_M3 = np.uint64(0x94D049BB133111EB)
+
+
+# --- hashing -------------------------------------------------------------------------------
+
+@njit(cache=_CACHE, inline="always")
+def _mix(x):
+    """splitmix64's finaliser."""
+    x = (x ^ (x >> np.uint64(30))) * _M2
+    x = (x ^ (x >> np.uint64(27))) * _M3
+    return x ^ (x >> np.uint64(31))
+
+
+@njit(cache=_CACHE, inline="always")
+def key_hash(src, p, n, weak):
+    """64-bit hash of ``src[p:p+n]``. ``weak``: low 32 bits the length only, high 32 bits the first
+    byte (tests: every key of one length collides into one slot chain, so only the byte comparison
+    tells keys apart; slices still split keys by their first byte)."""
+    if weak:
+        first = np.uint64(src[p]) if n > 0 else np.uint64(0)
+        return (first * np.uint64(0x01010101) << np.uint64(32)) | np.uint64(n)
+    h = _M1 ^ (np.uint64(n) * _M3)
+    i = 0
+    while i + 8 <= n:
+        q = p + i
+        w = (np.uint64(src[q]) | (np.uint64(src[q + 1]) << np.uint64(8)) | (np.uint64(src[q + 2]) << np.uint64(16))
+             | (np.uint64(src[q + 3]) << np.uint64(24)) | (np.uint64(src[q + 4]) << np.uint64(32))
+             | (np.uint64(src[q + 5]) << np.uint64(40)) | (np.uint64(src[q + 6]) << np.uint64(48))
+             | (np.uint64(src[q + 7]) << np.uint64(56)))
+        h = _mix(h ^ w) + _M1
+        i += 8
+    if i < n:
+        w = np.uint64(0)
+        s = np.uint64(0)
+        while i < n:
+            w |= np.uint64(src[p + i]) << s
+            s += np.uint64(8)
+            i += 1
+        h = _mix(h ^ w) + _M1
+    return _mix(h)
+
+
+@njit(cache=_CACHE, inline="always")
+def _fastrange(x32, n):
+    return np.int64((np.uint64(x32) * np.uint64(n)) >> np.uint64(32))
+
+
+@njit(cache=_CACHE, inline="always")
+def slice_of(h, n_slices):
+    return _fastrange(h >> np.uint64(32), n_slices)
+
+
+# --- the map -------------------------------------------------------------------------------
+
+@njit(cache=_CACHE, inline="always")
+def _same_key(arena, a, src, p, n):
+    for j in range(n):
+        if arena[a + j] != src[p + j]:
+            return False
+    return True
+
+
+@njit(cache=_CACHE, inline="always")
+def _find_slot(hashes, lengths, positions, arena, src, p, n, h):
+    """The key's slot, or the empty slot where it would go (lengths[slot] == EMPTY_SLOT)."""
+    cap = hashes.shape[0]
+    lo = np.uint32(h & np.uint64(0xFFFFFFFF))
+    i = _fastrange(lo, cap)
+    while True:
+        ln = lengths[i]
+        if ln == EMPTY_SLOT:
+            return i
+        if hashes[i] == lo and ln == n and _same_key(arena, positions[i], src, p, n):
+            return i
+        i += 1
+        if i == cap:
+            i = 0
+
+
+@njit(cache=_CACHE, inline="always")
+def map_put(hashes, lengths, positions, offsets, arena, state, src, p, n, h, offset):
+    """map[key] = offset (a later put of the same key replaces it, as the walk is in log order).
+    Returns False, changing nothing, when a new key does not fit."""
+    i = _find_slot(hashes, lengths, positions, arena, src, p, n, h)
+    if lengths[i] != EMPTY_SLOT:
+        offsets[i] = offset
+        return True
+    used = state[_ARENA_USED]
+    if state[_KEYS] >= state[_MAX_KEYS] or used + n > arena.shape[0]:
+        return False
+    copy_bytes(arena, used, src, p, n)
+    hashes[i] = np.uint32(h & np.uint64(0xFFFFFFFF))
+    lengths[i] = n
+    positions[i] = used
+    offsets[i] = offset
+    state[_KEYS] += 1
+    state[_ARENA_USED] = used + n
+    return True
+
+
+@njit(cache=_CACHE, inline="always")
+def map_get(hashes, lengths, positions, offsets, arena, src, p, n, h):
+    i = _find_slot(hashes, lengths, positions, arena, src, p, n, h)
+    if lengths[i] == EMPTY_SLOT:
+        return NOT_FOUND
+    return offsets[i]
+
+
+@njit(cache=_CACHE, nogil=True)
+def lookup_kernel(key_offsets, key_data, index, weak, hashes, lengths, positions, offsets, arena, out):
+    """out[j] = map[key of record index[j]] (NOT_FOUND when absent), the keys given as an Arrow
+    binary column's offsets and data."""
+    for j in range(index.shape[0]):
+        r = index[j]
+        p = np.int64(key_offsets[r])
+        n = np.int64(key_offsets[r + 1]) - p
+        h = key_hash(key_data, p, n, weak)
+        out[j] = map_get(hashes, lengths, positions, offsets, arena, key_data, p, n, h)
+
+
+@njit(cache=_CACHE, nogil=True)
+def clear_kernel(lengths, state):
+    for i in range(lengths.shape[0]):
+        lengths[i] = EMPTY_SLOT
+    state[_KEYS] = 0
+    state[_ARENA_USED] = 0
+
+
+# --- the walk ------------------------------------------------------------------------------
+
+@njit(cache=_CACHE, nogil=True)
+def walk_keys_kernel(mode, buf, dbuf, b_src, b_start, b_end, b_count, b_base_offset, b_flag, b_ordinal,
+                     lo_offset, hi_offset, weak, n_slices, slice_index,
+                     hashes, lengths, positions, offsets, arena, state, found_bits, superseded_bits):
+    """Walk the records of the flagged batches (b_flag[b] != 0); batch b's records lie in ``buf``
+    (b_src 0) or ``dbuf`` (1) at [b_start, b_end). Keys in another hash slice are passed over.
+
+    WALK_INSERT: every non-null key with offset >= lo_offset goes into the map.
+    WALK_MARK: every non-null key with offset < hi_offset is looked up; when the map holds it, the
+    record's bit (b_ordinal[b] + its index in the batch) is set in ``found_bits``, and in
+    ``superseded_bits`` too when the map's offset is greater than the record's.
+
+    Returns (status, batch, byte position, records walked before it)."""
+    walked = 0
+    for b in range(b_start.shape[0]):
+        if b_flag[b] == 0:
+            continue
+        src = buf if b_src[b] == 0 else dbuf
+        p = b_start[b]
+        end = b_end[b]
+        base = b_base_offset[b]
+        for k in range(b_count[b]):
+            rec = p
+            length, p = read_varint(src, p, end)
+            if p < 0 or length <= 0 or p + length > end:
+                return WALK_MALFORMED, b, rec, walked
+            rend = p + length
+            _ts, c = read_varlong(src, p + 1, rend)            # attributes, timestampDelta
+            if c < 0:
+                return WALK_MALFORMED, b, rec, walked
+            od, c = read_varint(src, c, rend)
+            if c < 0:
+                return WALK_MALFORMED, b, rec, walked
+            klen, c = read_varint(src, c, rend)
+            if c < 0 or c + klen > rend:
+                return WALK_MALFORMED, b, rec, walked
+            p = rend
+            if klen < 0:                                        # null key: never in the map
+                continue
+            offset = base + od
+            if mode == WALK_INSERT:
+                if offset < lo_offset:
+                    continue
+            elif offset >= hi_offset:
+                continue
+            h = key_hash(src, c, klen, weak)
+            if n_slices > 1 and slice_of(h, n_slices) != slice_index:
+                continue
+            if mode == WALK_INSERT:
+                if not map_put(hashes, lengths, positions, offsets, arena, state, src, c, klen, h, offset):
+                    return WALK_FULL, b, rec, walked
+                walked += 1
+            else:
+                latest = map_get(hashes, lengths, positions, offsets, arena, src, c, klen, h)
+                if latest != NOT_FOUND:
+                    bit = b_ordinal[b] + k
+                    found_bits[bit >> 3] |= np.uint8(1 << (bit & 7))
+                    if offset < latest:
+                        superseded_bits[bit >> 3] |= np.uint8(1 << (bit & 7))
+        if p != end:
+            return WALK_MALFORMED, b, p, walked
+    return WALK_OK, -1, 0, walked
+
+
+@njit(cache=_CACHE, nogil=True)
+def bits_kernel(found_bits, superseded_bits, ordinals, offsets, out):
+    """The answer of a lookup from the bitsets, as ``lookup_kernel`` gives it from the map, for the
+    records at ``ordinals`` (with their ``offsets``): NOT_FOUND, the record's own offset (it is the
+    latest of its key) or offset + 1 (a later record supersedes it)."""
+    for j in range(ordinals.shape[0]):
+        bit = ordinals[j]
+        byte, mask = bit >> 3, np.uint8(1 << (bit & 7))
+        if superseded_bits[byte] & mask:
+            out[j] = offsets[j] + 1
+        elif found_bits[byte] & mask:
+            out[j] = offsets[j]
+        else:
+            out[j] = NOT_FOUND
+
+
+# --- Python side ---------------------------------------------------------------------------
+
+def dedupe_budget(dedupe_buffer_size: int, concurrent_cleaners: int) -> int:
+    """The bytes one cleaner's map may take: ``log.cleaner.dedupe.buffer.size`` split evenly across
+    the cleaners that run at once (a broker's ``log.cleaner.threads``; a Spark job's task slots)."""
+    return max(int(dedupe_buffer_size) // max(int(concurrent_cleaners), 1), MIN_BUDGET)
+
+
+@dataclass
+class KeyMapStats:
+    """What the report says of one partition's map."""
+
+    passes: int = 0
+    keys: int = 0                 # distinct keys of the dirty range
+    budget: int = 0               # bytes the map may take
+    bytes: int = 0                # bytes the map took (slots + arena)
+    capacity: int = 0             # slots
+    max_keys: int = 0             # keys one pass holds at most (capacity x load factor)
+
+    def as_dict(self) -> dict:
+        return dict(passes=self.passes, keys=self.keys, budget=self.budget, bytes=self.bytes)
+
+
+class KeyMap:
+    """The flat arrays of one map, allocated once within ``budget`` bytes and reused by every
+    pass (``clear``)."""
+
+    def __init__(self, budget: int, load_factor: float, *, weak_hash: bool = False):
+        if not 0 < load_factor <= 1:
+            raise ValueError(f"load factor {load_factor} is not in (0, 1]")
+        budget = max(int(budget), MIN_BUDGET)
+        capacity = budget // 2 // SLOT_BYTES
+        self.budget = budget
+        self.weak_hash = weak_hash
+        self.hashes = np.zeros(capacity, np.uint32)
+        self.lengths = np.full(capacity, EMPTY_SLOT, np.int32)
+        self.positions = np.zeros(capacity, np.int64)
+        self.offsets = np.zeros(capacity, np.int64)
+        self.arena = np.empty(budget - capacity * SLOT_BYTES, np.uint8)
+        max_keys = min(int(capacity * load_factor), capacity - 1)
+        self.state = np.array([0, 0, max_keys], np.int64)
+
+    @property
+    def capacity(self) -> int:
+        return len(self.hashes)
+
+    @property
+    def max_keys(self) -> int:
+        return int(self.state[_MAX_KEYS])
+
+    @property
+    def nbytes(self) -> int:
+        return self.capacity * SLOT_BYTES + len(self.arena)
+
+    def __len__(self) -> int:
+        return int(self.state[_KEYS])
+
+    def clear(self) -> None:
+        clear_kernel(self.lengths, self.state)
+
+    def arrays(self):
+        return self.hashes, self.lengths, self.positions, self.offsets, self.arena
+
+    def lookup(self, keys, index: np.ndarray) -> np.ndarray:
+        """map[key] for the records ``index`` of an Arrow binary column ``keys`` (non-null there);
+        NOT_FOUND where absent."""
+        _validity, key_offsets, key_data = keys.buffers()
+        offs = np.frombuffer(key_offsets, dtype=np.int32)[keys.offset:keys.offset + len(keys) + 1]
+        data = np.frombuffer(key_data, dtype=np.uint8) if key_data is not None and key_data.size else \
+            np.zeros(1, np.uint8)
+        out = np.empty(len(index), np.int64)
+        lookup_kernel(offs, data, index.astype(np.int64, copy=False), self.weak_hash, *self.arrays(), out)
+        return out
+
+
+__all__ = ["EMPTY_SLOT", "KeyMap", "KeyMapStats", "NOT_FOUND", "SLOT_BYTES", "WALK_FULL", "WALK_INSERT", "WALK_MALFORMED",
+           "WALK_MARK", "WALK_OK", "bits_kernel", "dedupe_budget", "key_hash", "lookup_kernel", "walk_keys_kernel"]
