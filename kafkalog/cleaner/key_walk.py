@@ -144,9 +144,10 @@ def _enter_flags(w: _Window, tracker: CleanedTransactionMetadata) -> np.ndarray:
     return flags
 
 
-def _insert_pass(plan, walk: _DirtyWalk, m: km.KeyMap, n_slices: int, s: int, max_batch_bytes: int
-                 ) -> Tuple[bool, int]:
-    """Pass s: keys of slice s into the map. Returns (complete, records put before it filled)."""
+def _insert_pass(plan, walk: _DirtyWalk, m: km.KeyMap, n_slices: int, s: int, max_batch_bytes: int,
+                 mode: int = km.WALK_INSERT, registers: Optional[np.ndarray] = None) -> Tuple[bool, int]:
+    """Pass s: keys of slice s into the map (or, WALK_COUNT, into ``registers``). Returns
+    (complete, records put before it filled)."""
     first_pass = not walk.done
     tracker = None
     if first_pass:
@@ -156,6 +157,7 @@ def _insert_pass(plan, walk: _DirtyWalk, m: km.KeyMap, n_slices: int, s: int, ma
             plan.segments, plan.first_dirty_offset, plan.upper_bound_offset, plan.log_start_offset))
     put = 0
     zeros = np.zeros(1, np.uint8)
+    counters = registers if registers is not None else zeros
     ords = np.zeros(0, np.int64)
     for k, (seg, pos) in enumerate(walk.segments):
         if first_pass:
@@ -167,9 +169,9 @@ def _insert_pass(plan, walk: _DirtyWalk, m: km.KeyMap, n_slices: int, s: int, ma
             else:
                 flags = walk.enters[k][j]
             status, b, at, walked = km.walk_keys_kernel(
-                km.WALK_INSERT, w.buf, w.dbuf, w.b_src, w.b_start, w.b_end, w.headers.recordsCount.astype(np.int64),
+                mode, w.buf, w.dbuf, w.b_src, w.b_start, w.b_end, w.headers.recordsCount.astype(np.int64),
                 w.headers.baseOffset, flags, ords, plan.first_dirty_offset, plan.upper_bound_offset, m.weak_hash,
-                n_slices, s, *m.arrays(), m.state, zeros, zeros)
+                n_slices, s, *m.arrays(), m.state, counters, zeros)
             put += walked
             if status == km.WALK_FULL:
                 return False, put
@@ -226,8 +228,10 @@ def build_key_verdicts(plan, *, budget: int, load_factor: float, max_batch_bytes
         if complete:
             stats.passes, stats.keys = 1, len(m)
             return KeyVerdicts(end_offset, stats, key_map=m)
-        # estimate the distinct keys from the share of the walk that filled the map
-        estimate = len(m) * walk.records / max(put, 1)
+        # count the distinct keys (HyperLogLog, one more keys-only walk) to plan the slices
+        registers = np.zeros(km.HLL_REGISTERS, np.uint8)
+        _insert_pass(plan, walk, m, 1, 0, max_batch_bytes, mode=km.WALK_COUNT, registers=registers)
+        estimate = km.hll_estimate(registers)
         n_slices = max(2, math.ceil(estimate * SLICE_HEADROOM / max(m.max_keys, 1)))
     recopied = [s for s in plan.segments if s.base_offset < end_offset]
     nbits = recopied_records(recopied)
