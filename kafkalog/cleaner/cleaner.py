@@ -40,6 +40,7 @@ checkpoint is never rewritten in dry-run mode (a broker rewrites an out-of-range
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 
@@ -83,6 +84,10 @@ FILE_SUFFIXES = ("log", "index", "timeindex", "txnindex")   # LogSegment.changeF
 MTIME_SUFFIXES = ("log", "index", "timeindex")              # LogSegment.lastModified_= sets these
 
 StepHook = Callable[[str, Optional[Path]], None]
+
+# A partition's outcome in a round (reports)
+OUTCOME_DONE, OUTCOME_NOT_NEEDED, OUTCOME_FAILED, OUTCOME_ROLLED_BACK, OUTCOME_DRY_RUN = (
+    "done", "not needed", "failed", "rolled back", "dry run")
 
 # How the map and recopy passes walk records: "fast" (decoded windows as columns, numba writer:
 # fast_filter) or "reference" (a SourceBatch of RecordRows per batch: offset_map.build_offset_map and
@@ -294,6 +299,8 @@ class PartitionCleanResult:
     error: Optional[str] = None
     map_size: int = 0
     map_stats: Optional[km.KeyMapStats] = None     # the compiled map's passes, keys, budget and bytes
+    groups_committed: int = 0                 # groups swapped in (all of them when ``cleaned``)
+    rolled_back: bool = False                 # a swap-in failed and was rolled back: nothing changed
     end_offset: Optional[int] = None          # the new cleaner checkpoint
     groups: List[GroupResult] = field(default_factory=list)
     counts: FilterCounts = field(default_factory=FilterCounts)
@@ -309,6 +316,28 @@ class PartitionCleanResult:
                 "upper_bound_offset": o.upper_bound_offset if o else None,
                 "cleanable_ratio": o.cleanable_ratio if o else None, "map_size": self.map_size,
                 "end_offset": self.end_offset, "groups": len(self.groups), **self.counts.as_dict()}
+
+    @property
+    def outcome(self) -> str:
+        """done / not needed / failed / rolled back (a dry run: "dry run")."""
+        if self.error is not None:
+            return OUTCOME_ROLLED_BACK if self.rolled_back else OUTCOME_FAILED
+        if self.skipped_reason is not None or not (self.cleaned or self.dry_run) or self.offsets is None:
+            return OUTCOME_NOT_NEEDED
+        return OUTCOME_DRY_RUN if self.dry_run else OUTCOME_DONE
+
+    def committed_counts(self) -> FilterCounts:
+        """The counts of what was swapped in (a dry run: of what would be)."""
+        if self.cleaned or (self.dry_run and self.error is None):
+            return self.counts
+        out = FilterCounts()
+        for g in self.groups[:self.groups_committed]:
+            out.add(g.counts)
+        return out
+
+    def committed_bytes_removed(self) -> int:
+        groups = self.groups if (self.cleaned or self.dry_run) else self.groups[:self.groups_committed]
+        return sum(g.bytes_before - g.bytes_after for g in groups)
 
     def explain(self, offset: int) -> str:
         """Why the record at ``offset`` was kept or removed (or not looked at) in this round."""
@@ -652,13 +681,22 @@ def update_cleaner_checkpoint(log_dir, topic: str, partition: int, offset: int) 
 
 
 def update_cleaner_checkpoints(log_dir, offsets) -> None:
-    """Set several entries of a log dir's ``cleaner-offset-checkpoint`` in one atomic rewrite."""
+    """Set several entries of a log dir's ``cleaner-offset-checkpoint`` in one atomic rewrite: read,
+    modify and replace under an exclusive ``flock`` of the log dir itself, so cleaners running at
+    once in several processes (Spark tasks) each keep the others' entries. No file is added to the
+    log dir for the lock (a broker holds ``.lock`` with a record lock, which ``flock`` does not touch)."""
     if not offsets:
         return
-    path = Path(log_dir) / CLEANER_OFFSET_CHECKPOINT
-    entries = read_offset_checkpoint(path)
-    entries.update({tp: int(o) for tp, o in offsets.items()})
-    write_offset_checkpoint(path, entries)
+    log_dir = Path(log_dir)
+    path = log_dir / CLEANER_OFFSET_CHECKPOINT
+    fd = os.open(log_dir, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        entries = read_offset_checkpoint(path)
+        entries.update({tp: int(o) for tp, o in offsets.items()})
+        write_offset_checkpoint(path, entries)
+    finally:
+        os.close(fd)          # releases the flock
 
 
 # --- entry points ----------------------------------------------------------------------------
@@ -673,7 +711,7 @@ def _clean_locked(partition_dir: Path, *, config: LogConfig, now_ms: int, broker
                   offset_map: Optional[OffsetMap], dry_run: bool, on_step: Optional[StepHook],
                   record_decisions: RecordDecisions, io_buffer_size: Optional[int],
                   high_watermark: Optional[int], force: bool, update_checkpoint: bool = True,
-                  map_budget_bytes: Optional[int] = None) -> PartitionCleanResult:
+                  map_budget_bytes: Optional[int] = None, plan: Optional[PartitionPlan] = None) -> PartitionCleanResult:
     try:
         topic, partition, kind = parse_partition_dir_name(partition_dir.name)
     except KafkalogError as e:
@@ -683,8 +721,9 @@ def _clean_locked(partition_dir: Path, *, config: LogConfig, now_ms: int, broker
         result.skipped_reason = f"{kind} partition folder (only live partitions are cleaned)"
         return result
     try:
-        plan = plan_partition(partition_dir, config=config, now_ms=now_ms, broker=broker,
-                              high_watermark=high_watermark)
+        if plan is None:
+            plan = plan_partition(partition_dir, config=config, now_ms=now_ms, broker=broker,
+                                  high_watermark=high_watermark)
         result.offsets = plan.offsets
         if not plan.offsets.cleanable and not (force and config.compact
                                                and plan.upper_bound_offset > plan.first_dirty_offset):
@@ -738,8 +777,13 @@ def _clean_locked(partition_dir: Path, *, config: LogConfig, now_ms: int, broker
         # Kafka swaps each group right after cleaning it; all groups were computed first here (their
         # .log.cleaned streamed to disk, which recovery drops) so that a problem found in any group
         # changes nothing in the live segments.
-        for g in outputs:
-            _swap_in(partition_dir, g, on_step)
+        try:
+            for g in outputs:
+                _swap_in(partition_dir, g, on_step)
+                result.groups_committed += 1
+        except (KafkalogError, OSError) as e:
+            _recover_after_failed_swap(partition_dir, result, e)
+            return result
         if update_checkpoint:
             update_cleaner_checkpoint(partition_dir.parent, topic, partition, end_offset)
             _hook(on_step, STEP_CHECKPOINT, partition_dir.parent / CLEANER_OFFSET_CHECKPOINT)
@@ -749,41 +793,66 @@ def _clean_locked(partition_dir: Path, *, config: LogConfig, now_ms: int, broker
         result.error = str(e)
         return result
     except OSError as e:
-        result.error = (f"{e.filename or partition_dir}: {e.strerror or e}; if the swap-in had begun, "
-                        "run `kafkalog recover` (or start the broker) to finish or roll it back")
+        result.error = _os_error_text(e, partition_dir)
         return result
 
+
+def _os_error_text(e: OSError, partition_dir: Path) -> str:
+    return f"{e.filename or partition_dir}: {e.strerror or e}"
+
+
+def _recover_after_failed_swap(partition_dir: Path, result: "PartitionCleanResult", e: Exception) -> None:
+    """A swap-in step failed: finish or roll back the interrupted group as a broker's startup would
+    (``recover_partition``), so no temporary file stays behind, and say what was committed."""
+    from .recover import recover_partition
+
+    why = _os_error_text(e, partition_dir) if isinstance(e, OSError) else str(e)
+    rec = recover_partition(partition_dir)
+    if rec.error is not None:
+        result.error = (f"{why}; recovering the interrupted swap failed too ({rec.error}): run `kafkalog recover` "
+                        "(or start the broker) to finish or roll it back")
+        return
+    if rec.swap_range is not None:          # the interrupted group was past its point of no return
+        result.groups_committed += 1
+    committed = result.groups_committed
+    result.rolled_back = committed == 0
+    result.error = (f"{why}; " + ("the interrupted swap was rolled back, the partition is as before" if committed == 0
+                                  else f"{committed} of {len(result.groups)} segment groups were swapped in, "
+                                       "the rest rolled back"))
 
 def clean_partition(partition_dir, *, config: LogConfig, now_ms: int, broker: BrokerConfig = BrokerConfig(),
                     offset_map: Optional[OffsetMap] = None, dry_run: bool = False,
                     on_step: Optional[StepHook] = None, record_decisions: RecordDecisions = True,
                     io_buffer_size: Optional[int] = None, high_watermark: Optional[int] = None,
                     force: bool = False, lock: bool = True, update_checkpoint: bool = True,
-                    map_budget_bytes: Optional[int] = None) -> PartitionCleanResult:
+                    map_budget_bytes: Optional[int] = None, plan: Optional[PartitionPlan] = None
+                    ) -> PartitionCleanResult:
     """Clean one partition folder (one round). Refuses (``LogDirLockedError``) a log dir whose
     ``.lock`` another process holds, and holds that lock while it works. ``offset_map``: a
     precomputed map (the Spark job's); ``force``: clean even when the dirty ratio is too low;
     ``record_decisions``: keep every record's reason (True), none (False), or only those of the
     given offsets (for ``explain`` on a large partition); ``lock=False``: the caller already holds
     the log dir's lock in another process (the Spark job's driver) — no lock check here;
-    ``update_checkpoint=False``: leave ``cleaner-offset-checkpoint`` to the caller, who writes the
-    entries of many partitions at once (``update_cleaner_checkpoints``; concurrent writers of one
-    log dir's checkpoint would lose each other's entries).
-    Problems with the data are reported in ``result.error``; nothing is changed then."""
+    ``update_checkpoint=False``: leave ``cleaner-offset-checkpoint`` to the caller (by default it is
+    updated right after the swap, as the broker does, under a lock that serialises concurrent
+    cleaners of one log dir); ``map_budget_bytes``: the key map's budget (default
+    ``map_budget(broker)``); ``plan``: the partition's plan, when the caller made it already.
+    Problems with the data are reported in ``result.error``; nothing is changed then, and a swap-in
+    that fails midway is finished or rolled back before this returns (``result.outcome``)."""
     partition_dir = Path(partition_dir)
     log_dir = partition_dir.parent
     if not lock:
         return _clean_locked(partition_dir, config=config, now_ms=now_ms, broker=broker, offset_map=offset_map,
                              dry_run=dry_run, on_step=on_step, record_decisions=record_decisions,
                              io_buffer_size=io_buffer_size, high_watermark=high_watermark, force=force,
-                             update_checkpoint=update_checkpoint, map_budget_bytes=map_budget_bytes)
+                             update_checkpoint=update_checkpoint, map_budget_bytes=map_budget_bytes, plan=plan)
     if is_locked(log_dir):
         raise LogDirLockedError("the log dir is locked by a running broker (or another job)",
                                 path=log_dir / ".lock")
     kwargs = dict(config=config, now_ms=now_ms, broker=broker, offset_map=offset_map, dry_run=dry_run,
                   on_step=on_step, record_decisions=record_decisions, io_buffer_size=io_buffer_size,
                   high_watermark=high_watermark, force=force, update_checkpoint=update_checkpoint,
-                  map_budget_bytes=map_budget_bytes)
+                  map_budget_bytes=map_budget_bytes, plan=plan)
     if dry_run:
         return _clean_locked(partition_dir, **kwargs)
     with lock_log_dir(log_dir):
