@@ -69,9 +69,10 @@ def test_weak_hash_lookup_is_exact():
     for i, k in enumerate(keys):
         h = km.key_hash(src, pos[i], len(k), True)
         assert km.map_put(*m.arrays(), m.state, src, pos[i], len(k), h, 100 + i)
+    assert km.map_put(*m.arrays(), m.state, src, pos[0], len(keys[0]), km.key_hash(src, pos[0], 4, True), 7)
     assert len(m) == len(keys)
     got = m.lookup(col, np.arange(len(keys)))
-    assert got.tolist() == [100 + i for i in range(len(keys))]
+    assert got.tolist() == [7] + [100 + i for i in range(1, len(keys))]
     other = pa.array([b"aaac", b"caaa", b"aaa"], pa.binary())
     assert m.lookup(other, np.arange(3)).tolist() == [km.NOT_FOUND] * 3
 
@@ -91,7 +92,9 @@ def test_more_keys_than_the_budget_holds_take_several_passes(tmp_path, monkeypat
 def test_map_stays_within_its_budget():
     for budget in (1, 1000, 1 << 20, (32 << 20) + 5):
         m = km.KeyMap(budget, 0.9)
-        assert m.nbytes <= max(budget, km.MIN_BUDGET)
+        assert m.nbytes <= m.reserved_bytes <= max(budget, km.MIN_BUDGET)
+        small = km.KeyMap(budget, 0.9, max_records=100)
+        assert small.reserved_bytes <= max(budget, km.MIN_BUDGET) and small.capacity <= max(100 / 0.9 + 2, 16)
         assert m.max_keys <= 0.9 * m.capacity
 
 

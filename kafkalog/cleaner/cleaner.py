@@ -41,7 +41,6 @@ checkpoint is never rewritten in dry-run mode (a broker rewrites an out-of-range
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import os
 
 import numpy as np
@@ -54,6 +53,7 @@ from ..checkpoint import (CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT
 from ..config import BrokerConfig, KafkaConfigs, LogConfig
 from ..errors import KafkalogError, LogDirLockedError
 from ..format.file_records import scan_batches
+from ..format.record_batch import crc32c_update
 from ..index.builder import IndexAppender
 from ..index.transaction_index import TransactionIndex
 from ..logdir import (CLEANED_SUFFIX, DELETED_SUFFIX, SNAPSHOT_SUFFIX, SWAP_SUFFIX, format_segment_file_name,
@@ -395,7 +395,7 @@ class _Sink:
     def __init__(self, path: Optional[Path]):
         self.path = path
         self.size = 0
-        self._digest = hashlib.blake2b(digest_size=32) if path is not None else None
+        self._crc = 0 if path is not None else None
         self._file = None
         if path is not None:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
@@ -404,11 +404,11 @@ class _Sink:
     def write(self, data: bytes) -> None:
         if self._file is not None:
             self._file.write(data)
-            self._digest.update(data)
+            self._crc = crc32c_update(data, self._crc)
         self.size += len(data)
 
-    def digest(self) -> Optional[bytes]:
-        return self._digest.digest() if self._digest is not None else None
+    def digest(self) -> Optional[int]:
+        return self._crc
 
     def close(self) -> None:
         """Flush and fsync (idempotent)."""
@@ -588,19 +588,20 @@ def _write_file(path: Path, data: bytes, mtime_ns: Optional[int]) -> None:
         os.utime(path, ns=(mtime_ns, mtime_ns))
 
 
-def _verify_cleaned_log(path: Path, expected_size: int, expected_digest: bytes) -> None:
-    """Re-read the written .log: same bytes (size and digest), every batch walks and passes its CRC,
+def _verify_cleaned_log(path: Path, expected_size: int, expected_digest: int) -> None:
+    """Re-read the written .log: same bytes (size and CRC-32C of the whole file, hardware
+    accelerated: a blake2b digest cost a tenth of the round), every batch walks and passes its CRC,
     offsets increase."""
-    digest = hashlib.blake2b(digest_size=32)
+    digest = 0
     size = 0
     with open(path, "rb") as f:
         while True:
             block = f.read(1 << 22)
             if not block:
                 break
-            digest.update(block)
+            digest = crc32c_update(block, digest)
             size += len(block)
-    if size != expected_size or digest.digest() != expected_digest:
+    if size != expected_size or digest != expected_digest:
         raise KafkalogError("the cleaned segment read back differs from what was written", path=path)
     scan = scan_batches(path, verify_crc=True, on_corrupt="raise")
     lasts = scan.batches.column("lastOffset").to_pylist()

@@ -5,18 +5,18 @@ Exact where Kafka is not: Kafka keeps a 16-byte MD5 per key and accepts that two
 collide are one key; here a slot holds the key's bytes (in an arena) and a probe compares them byte
 for byte, so a record is only ever superseded by a later record with the identical key.
 
-Layout (``SLOT_BYTES`` = 24 per slot, as a Kafka entry is 24 bytes: digest + offset)::
+Layout (``SLOT_BYTES`` = 24 per slot, as a Kafka entry is 24 bytes: digest + offset), one slot's
+fields side by side so that a probe touches one cache line::
 
-    hashes    uint32[capacity]   low 32 bits of the key hash (compared before the bytes)
-    lengths   int32[capacity]    key length; EMPTY_SLOT (-1) when free
-    positions int64[capacity]    where the key's bytes start in ``arena``
-    offsets   int64[capacity]    the key's latest offset so far
-    arena     uint8[...]         the keys' bytes, appended
-    state     int64[3]           keys held, arena bytes used, most keys allowed (capacity x load factor)
+    slots   int64[3 x capacity]  per slot: meta = (low 32 bits of the key hash) << 32 | (key length + 1),
+                                 0 when free; where the key's bytes start in ``arena``; its latest offset
+    arena   uint8[...]           the keys' bytes, appended
+    state   int64[3]             keys held, arena bytes used, most keys allowed (capacity x load factor)
 
-Slot of a key: fastrange(low 32 bits of its hash, capacity), then linear probing. The budget
-(``log.cleaner.dedupe.buffer.size`` / concurrent cleaners) is split in two halves, slots and
-arena; the map is full when either is.
+Slot of a key: fastrange(low 32 bits of its hash, capacity), then linear probing; the stored hash
+and length are compared before the bytes. The budget (``log.cleaner.dedupe.buffer.size`` /
+concurrent cleaners) is split in two halves, slots and arena; the map is full when either is. The
+slots are no more than the dirty range's records need (zeroed pages are only touched when used).
 
 Hash slices: when the dirty range holds more distinct keys than fit, pass s of n keeps only the
 keys whose hash's high 32 bits fall in slice s (fastrange(high 32 bits, n)) and marks, in two
@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 from numba import njit
@@ -42,7 +43,8 @@ from ..format.records_accel import copy_bytes, read_varint, read_varlong
 _CACHE = os.path.isfile(__file__)
 
 SLOT_BYTES = 24
-EMPTY_SLOT = -1
+SLOT_WORDS = 3
+EMPTY_SLOT = 0                           # a free slot's meta word
 NOT_FOUND = np.iinfo(np.int64).min       # what a lookup answers for a key not in the map
 MIN_CAPACITY = 16
 MIN_BUDGET = MIN_CAPACITY * SLOT_BYTES * 2     # the smallest map: 16 slots and as many arena bytes
@@ -128,53 +130,58 @@ def _same_key(arena, a, src, p, n):
 
 
 @njit(cache=_CACHE, inline="always")
-def _find_slot(hashes, lengths, positions, arena, src, p, n, h):
-    """The key's slot, or the empty slot where it would go (lengths[slot] == EMPTY_SLOT)."""
-    cap = hashes.shape[0]
-    lo = np.uint32(h & np.uint64(0xFFFFFFFF))
-    i = _fastrange(lo, cap)
+def _meta(h, n):
+    return np.int64(((h & np.uint64(0xFFFFFFFF)) << np.uint64(32)) | np.uint64(n + 1))
+
+
+@njit(cache=_CACHE, inline="always")
+def _find_slot(slots, arena, src, p, n, h):
+    """The key's slot (index of its first word), or the free slot where it would go (meta 0)."""
+    cap = slots.shape[0] // SLOT_WORDS
+    meta = _meta(h, n)
+    i = _fastrange(np.uint32(h & np.uint64(0xFFFFFFFF)), cap)
     while True:
-        ln = lengths[i]
-        if ln == EMPTY_SLOT:
-            return i
-        if hashes[i] == lo and ln == n and _same_key(arena, positions[i], src, p, n):
-            return i
+        w = i * SLOT_WORDS
+        m = slots[w]
+        if m == EMPTY_SLOT:
+            return w
+        if m == meta and _same_key(arena, slots[w + 1], src, p, n):
+            return w
         i += 1
         if i == cap:
             i = 0
 
 
 @njit(cache=_CACHE, inline="always")
-def map_put(hashes, lengths, positions, offsets, arena, state, src, p, n, h, offset):
+def map_put(slots, arena, state, src, p, n, h, offset):
     """map[key] = offset (a later put of the same key replaces it, as the walk is in log order).
     Returns False, changing nothing, when a new key does not fit."""
-    i = _find_slot(hashes, lengths, positions, arena, src, p, n, h)
-    if lengths[i] != EMPTY_SLOT:
-        offsets[i] = offset
+    w = _find_slot(slots, arena, src, p, n, h)
+    if slots[w] != EMPTY_SLOT:
+        slots[w + 2] = offset
         return True
     used = state[_ARENA_USED]
     if state[_KEYS] >= state[_MAX_KEYS] or used + n > arena.shape[0]:
         return False
     copy_bytes(arena, used, src, p, n)
-    hashes[i] = np.uint32(h & np.uint64(0xFFFFFFFF))
-    lengths[i] = n
-    positions[i] = used
-    offsets[i] = offset
+    slots[w] = _meta(h, n)
+    slots[w + 1] = used
+    slots[w + 2] = offset
     state[_KEYS] += 1
     state[_ARENA_USED] = used + n
     return True
 
 
 @njit(cache=_CACHE, inline="always")
-def map_get(hashes, lengths, positions, offsets, arena, src, p, n, h):
-    i = _find_slot(hashes, lengths, positions, arena, src, p, n, h)
-    if lengths[i] == EMPTY_SLOT:
+def map_get(slots, arena, src, p, n, h):
+    w = _find_slot(slots, arena, src, p, n, h)
+    if slots[w] == EMPTY_SLOT:
         return NOT_FOUND
-    return offsets[i]
+    return slots[w + 2]
 
 
 @njit(cache=_CACHE, nogil=True)
-def lookup_kernel(key_offsets, key_data, index, weak, hashes, lengths, positions, offsets, arena, out):
+def lookup_kernel(key_offsets, key_data, index, weak, slots, arena, out):
     """out[j] = map[key of record index[j]] (NOT_FOUND when absent), the keys given as an Arrow
     binary column's offsets and data."""
     for j in range(index.shape[0]):
@@ -182,13 +189,13 @@ def lookup_kernel(key_offsets, key_data, index, weak, hashes, lengths, positions
         p = np.int64(key_offsets[r])
         n = np.int64(key_offsets[r + 1]) - p
         h = key_hash(key_data, p, n, weak)
-        out[j] = map_get(hashes, lengths, positions, offsets, arena, key_data, p, n, h)
+        out[j] = map_get(slots, arena, key_data, p, n, h)
 
 
 @njit(cache=_CACHE, nogil=True)
-def clear_kernel(lengths, state):
-    for i in range(lengths.shape[0]):
-        lengths[i] = EMPTY_SLOT
+def clear_kernel(slots, state):
+    for w in range(0, slots.shape[0], SLOT_WORDS):
+        slots[w] = EMPTY_SLOT
     state[_KEYS] = 0
     state[_ARENA_USED] = 0
 
@@ -197,8 +204,8 @@ def clear_kernel(lengths, state):
 
 @njit(cache=_CACHE, nogil=True)
 def walk_keys_kernel(mode, buf, dbuf, b_src, b_start, b_end, b_count, b_base_offset, b_flag, b_ordinal,
-                     lo_offset, hi_offset, weak, n_slices, slice_index,
-                     hashes, lengths, positions, offsets, arena, state, found_bits, superseded_bits):
+                     lo_offset, hi_offset, weak, n_slices, slice_index, slots, arena, state, found_bits,
+                     superseded_bits):
     """Walk the records of the flagged batches (b_flag[b] != 0); batch b's records lie in ``buf``
     (b_src 0) or ``dbuf`` (1) at [b_start, b_end). Keys in another hash slice are passed over.
 
@@ -257,11 +264,11 @@ def walk_keys_kernel(mode, buf, dbuf, b_src, b_start, b_end, b_count, b_base_off
             if n_slices > 1 and slice_of(h, n_slices) != slice_index:
                 continue
             if mode == WALK_INSERT:
-                if not map_put(hashes, lengths, positions, offsets, arena, state, src, c, klen, h, offset):
+                if not map_put(slots, arena, state, src, c, klen, h, offset):
                     return WALK_FULL, b, rec, walked
                 walked += 1
             else:
-                latest = map_get(hashes, lengths, positions, offsets, arena, src, c, klen, h)
+                latest = map_get(slots, arena, src, c, klen, h)
                 if latest != NOT_FOUND:
                     bit = b_ordinal[b] + k
                     found_bits[bit >> 3] |= np.uint8(1 << (bit & 7))
@@ -324,26 +331,27 @@ class KeyMapStats:
 
 class KeyMap:
     """The flat arrays of one map, allocated once within ``budget`` bytes and reused by every
-    pass (``clear``)."""
+    pass (``clear``). ``max_records``: the most keys it can be asked to hold (the dirty range's
+    records), which bounds its slots below the budget's."""
 
-    def __init__(self, budget: int, load_factor: float, *, weak_hash: bool = False):
+    def __init__(self, budget: int, load_factor: float, *, weak_hash: bool = False,
+                 max_records: Optional[int] = None):
         if not 0 < load_factor <= 1:
             raise ValueError(f"load factor {load_factor} is not in (0, 1]")
         budget = max(int(budget), MIN_BUDGET)
         capacity = budget // 2 // SLOT_BYTES
+        if max_records is not None:
+            capacity = max(min(capacity, int(max_records / load_factor) + 2), MIN_CAPACITY)
         self.budget = budget
         self.weak_hash = weak_hash
-        self.hashes = np.zeros(capacity, np.uint32)
-        self.lengths = np.full(capacity, EMPTY_SLOT, np.int32)
-        self.positions = np.zeros(capacity, np.int64)
-        self.offsets = np.zeros(capacity, np.int64)
+        self.slots = np.zeros(capacity * SLOT_WORDS, np.int64)       # calloc'd: pages touched when used
         self.arena = np.empty(budget - capacity * SLOT_BYTES, np.uint8)
         max_keys = min(int(capacity * load_factor), capacity - 1)
         self.state = np.array([0, 0, max_keys], np.int64)
 
     @property
     def capacity(self) -> int:
-        return len(self.hashes)
+        return len(self.slots) // SLOT_WORDS
 
     @property
     def max_keys(self) -> int:
@@ -351,16 +359,22 @@ class KeyMap:
 
     @property
     def nbytes(self) -> int:
+        """The bytes the map holds: its slots and the arena bytes used so far."""
+        return self.capacity * SLOT_BYTES + int(self.state[_ARENA_USED])
+
+    @property
+    def reserved_bytes(self) -> int:
+        """The bytes allocated (slots and the whole arena): at most the budget."""
         return self.capacity * SLOT_BYTES + len(self.arena)
 
     def __len__(self) -> int:
         return int(self.state[_KEYS])
 
     def clear(self) -> None:
-        clear_kernel(self.lengths, self.state)
+        clear_kernel(self.slots, self.state)
 
     def arrays(self):
-        return self.hashes, self.lengths, self.positions, self.offsets, self.arena
+        return self.slots, self.arena
 
     def lookup(self, keys, index: np.ndarray) -> np.ndarray:
         """map[key] for the records ``index`` of an Arrow binary column ``keys`` (non-null there);

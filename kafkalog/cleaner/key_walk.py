@@ -219,14 +219,14 @@ def build_key_verdicts(plan, *, budget: int, load_factor: float, max_batch_bytes
         first = int(np.searchsorted(h.position, pos, side="left"))
         records += int(np.maximum(h.recordsCount[first:].astype(np.int64), 0).sum())
     walk = _DirtyWalk(starts, records)
-    m = km.KeyMap(budget, load_factor, weak_hash=weak_hash)
+    m = km.KeyMap(budget, load_factor, weak_hash=weak_hash, max_records=records)
     end_offset = plan.upper_bound_offset
-    stats = km.KeyMapStats(budget=budget, bytes=m.nbytes, capacity=m.capacity, max_keys=m.max_keys)
+    stats = km.KeyMapStats(budget=budget, capacity=m.capacity, max_keys=m.max_keys)
     n_slices = slices or 1
     if n_slices == 1:
         complete, put = _insert_pass(plan, walk, m, 1, 0, max_batch_bytes)
         if complete:
-            stats.passes, stats.keys = 1, len(m)
+            stats.passes, stats.keys, stats.bytes = 1, len(m), m.nbytes
             return KeyVerdicts(end_offset, stats, key_map=m)
         # count the distinct keys (HyperLogLog, one more keys-only walk) to plan the slices
         registers = np.zeros(km.HLL_REGISTERS, np.uint8)
@@ -245,6 +245,7 @@ def build_key_verdicts(plan, *, budget: int, load_factor: float, max_batch_bytes
             if not complete:
                 break
             keys += len(m)
+            stats.bytes = max(stats.bytes, m.nbytes)
             _mark_pass(plan, recopied, m, n_slices, s, end_offset, found, superseded, max_batch_bytes)
         else:
             stats.passes, stats.keys = n_slices, keys

@@ -21,7 +21,7 @@ from ..errors import KafkalogError
 from ..format import control_record as cr
 from ..format import record_batch as rb
 from ..format.decoder import PartitionId, decode_window
-from ..format.file_records import MappedFile, ScanResult, resolve_engine, scan_batches
+from ..format.file_records import HeaderArrays, MappedFile, ScanResult, resolve_engine, scan_batches
 from ..format.records_reference import RecordRow
 from ..index.offset_index import read_offset_index
 from ..index.time_index import read_time_index
@@ -228,6 +228,7 @@ class SourceWindow:
     keys: object                     # pyarrow binary array
     key_valid: np.ndarray            # bool per record
     value_valid: np.ndarray          # bool per record
+    header_arrays: HeaderArrays = None   # the batches' headers as the segment's scan holds them
 
     def raw(self, b: int) -> bytes:
         pos = self.positions[b]
@@ -292,7 +293,7 @@ def read_windows(segment: LogSegment, *, max_batch_bytes: int, from_position: in
                                sizes, record_start, table,
                                table.column("offset").to_numpy(zero_copy_only=False).astype(np.int64, copy=False),
                                stamps.to_numpy(zero_copy_only=False).astype(np.int64, copy=False),
-                               keys, _valid(keys), _valid(table.column("value")))
+                               keys, _valid(keys), _valid(table.column("value")), h.slice(i, i + consumed))
             i += consumed
         if stop < n:
             raise LegacyFormatError(f"magic {int(h.magic[stop])} message at offset {int(h.baseOffset[stop])}",
