@@ -74,4 +74,10 @@ PYEOF
 export SPARK_CONF_DIR="${SPARK_CONF_DIR:-$ROOT/conf}"
 export PYSPARK_PYTHON="$PY" PYSPARK_DRIVER_PYTHON="$PY"
 export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
-exec "$SUBMIT" --master "$master" --name "kafkalog-$job" --py-files "$ZIP" "$ROOT/jobs/$job.py" ${args[@]+"${args[@]}"}
+# A local master's Python workers import kafkalog from this tree (PYTHONPATH), not from the zip: numba
+# can only cache compiled kernels of modules that are files, so workers load them from the cache
+# instead of compiling them in every run. Executors elsewhere get the zip (and compile once per worker).
+pyfiles=(--py-files "$ZIP")
+case "$master" in local|local\[*) pyfiles=();; esac
+exec "$SUBMIT" --master "$master" --name "kafkalog-$job" ${pyfiles[@]+"${pyfiles[@]}"} "$ROOT/jobs/$job.py" \
+  ${args[@]+"${args[@]}"}
