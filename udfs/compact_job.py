@@ -35,7 +35,7 @@ from kafkalog.cleaner.partition_run import (CLEANED, COUNT_FIELDS, ERROR, ROW_FI
 from . import delta_tables
 from .job import EXIT_OK, EXIT_PARTIAL, add_config_arguments, base_parser, locked_log_dirs, parse_time_ms, \
     progress, start_job, UsageError, write_report
-from .partitions import folders_frame, partition_folders_of, topics_option
+from .partitions import partition_folders_of, topics_option
 from .session import build_session
 
 JOB = "compact"
@@ -118,24 +118,26 @@ def map_budget_per_task(spark, configs) -> int:
 
 def compact_folders(spark, folders: Sequence[Tuple[str, str]], *, configs, now: int, dry_run: bool,
                     explain: Dict[str, List[int]]) -> List[dict]:
-    """Run every folder's round, one task per folder, largest first: the report rows."""
+    """Run every folder's round, one task per folder, largest first: the report rows. The tasks are
+    the partitions of ``spark.range`` (built in the JVM), each folder found by its index in the list
+    the task's function carries: no Python stage before this one, so one Python daemon serves the job."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
     if not folders:
         return []
     budget = map_budget_per_task(spark, configs)
+    order = sorted(folders, key=lambda df: -_log_bytes(df[1]))
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            rows = [run_partition(d, f, configs=configs, now_ms=now, dry_run=dry_run, explain=explain.get(f, []),
-                                  map_budget_bytes=budget)
-                    for d, f in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist())]
+            rows = [run_partition(order[i][0], order[i][1], configs=configs, now_ms=now, dry_run=dry_run,
+                                  explain=explain.get(order[i][1], []), map_budget_bytes=budget)
+                    for i in batch.column(0).to_pylist()]
             if rows:
                 yield pa.RecordBatch.from_pylist(rows, schema=ROW_SCHEMA)
 
-    order = sorted(folders, key=lambda df: -_log_bytes(df[1]))
-    df = folders_frame(spark, order, tasks=len(order)).mapInArrow(run, from_arrow_schema(ROW_SCHEMA))
-    return df.toArrow().to_pylist()
+    ids = spark.range(0, len(order), numPartitions=len(order))
+    return ids.mapInArrow(run, from_arrow_schema(ROW_SCHEMA)).toArrow().to_pylist()
 
 
 # --- the job ---------------------------------------------------------------------------------

@@ -10,7 +10,9 @@ Round, with ``now_ms`` explicit for every time-based rule:
             headers from its offset replayed; empty control batches change nothing) → first
             unstable offset (clamped to the log start) and the active producers, then
             ``cleanable_offsets`` (§7.1-7.2).
-2. map    — ``build_offset_map`` over [firstDirty, upperBound) (§7.4), or a map passed in.
+2. map    — over [firstDirty, upperBound) (§7.4): the compiled map (``key_walk``) within
+            ``map_budget`` bytes, in hash-slice passes if the keys do not fit (engine "fast"), or
+            the reference dict (``build_offset_map``), or a map passed in.
 3. recopy — every segment with base < map.end_offset, from the start of the log, grouped by
             ``group_segments_by_size``; ONE transaction tracker for the round, carried through the
             groups in order (``Cleaner.doClean``), with a fresh ``.txnindex`` entry list per group;
@@ -37,7 +39,8 @@ Round, with ``now_ms`` explicit for every time-based rule:
 
 Deviations, all on the safe side: CRCs of every source batch are checked (Kafka does not) and a
 corrupt or torn segment refuses the partition; v0/v1 data refuses the partition; the offset map
-is exact and unbounded; producer expiry is evaluated exactly at ``now_ms``; the cleaner-offset
+compares exact key bytes and, when full, is refilled in hash-slice passes instead of ending the round
+early; producer expiry is evaluated exactly at ``now_ms``; the cleaner-offset
 checkpoint is never rewritten in dry-run mode (a broker rewrites an out-of-range one at once).
 """
 from __future__ import annotations
