@@ -11,7 +11,6 @@ writer when only it gives the exact bytes.
 """
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from itertools import repeat
 from typing import Collection, Iterable, List, Mapping, Optional, Union
@@ -20,8 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..format import record_batch as rb
-from ..format.compression import OutputBuffer, decompress
-from ..format.decoder import decompress_batches
+from ..format.compression import decompress
 from ..format.records_encode_accel import rewrite_batch
 from .key_map import NOT_FOUND
 from .key_walk import KeyVerdicts
@@ -95,36 +93,15 @@ def _reference_encode(win: SourceWindow, b: int, kept: np.ndarray, h: rb.BatchHe
                            max_timestamp=h.max_timestamp if log_append else None)
 
 
-class _Payloads:
-    """The records regions of the window's compressed batches that are rewritten, decompressed in
-    one native call (``decoder.decompress_batches``) into a buffer reused from window to window."""
-
-    def __init__(self):
-        self.out = OutputBuffer(1 << 20)
-        self.where = {}
-
-    def load(self, win: SourceWindow, batches: List[int], max_batch_bytes: int) -> None:
-        self.where = {}
-        if not batches or win.header_arrays is None:
-            return
-        h = win.header_arrays.take(np.array(batches, dtype=np.int64))
-        nb, b_src, b_start, b_end, dbuf = decompress_batches(win.buf, h, self.out, path=win.path,
-                                                             max_batch_bytes=max_batch_bytes)
-        for k in range(int(nb)):
-            self.where[batches[k]] = (dbuf if b_src[k] else win.buf, int(b_start[k]), int(b_end[k]))
-
-
-_PAYLOADS = threading.local()
-
-
 def _rewrite(win: SourceWindow, b: int, kept: np.ndarray, kept_ts: np.ndarray, h: rb.BatchHeader,
-             horizon: Optional[int], max_batch_bytes: int, payloads: _Payloads) -> bytes:
+             horizon: Optional[int], max_batch_bytes: int) -> bytes:
     if USE_ACCEL_WRITER:
         pos, size = win.positions[b], win.sizes[b]
+        region = win.records_region(b)
         if h.codec == 0:
             src, start, end = win.buf, pos + rb.RECORDS_OFFSET, pos + size
-        elif b in payloads.where:
-            src, start, end = payloads.where[b]
+        elif region is not None:          # decompressed once, when the window was decoded
+            src, start, end = region
         else:
             payload = decompress(h.codec, memoryview(win.buf)[pos + rb.RECORDS_OFFSET:pos + size], magic=2,
                                  max_bytes=max_batch_bytes)
@@ -222,13 +199,6 @@ def filter_window(win: SourceWindow, *, tracker: CleanedTransactionMetadata, act
     # per batch: the bytes written (§7.8)
     out: List[BatchOutput] = []
     starts = rs.tolist()
-    payloads = getattr(_PAYLOADS, "p", None)
-    if payloads is None:
-        payloads = _PAYLOADS.p = _Payloads()
-    if USE_ACCEL_WRITER:        # compressed batches that lose records: decompressed together, once
-        payloads.load(win, [b for b in range(nb) if headers[b].codec != 0 and kept_b[b] > 0 and (
-            kept_b[b] < per_batch[b] or ((tomb_b[b] > 0 or decisions[b].contains_marker_for_empty_txn)
-                                         and headers[b].delete_horizon_ms is None))], max_batch_bytes)
     for b, h in enumerate(headers):
         d = decisions[b]
         size = win.sizes[b]
@@ -250,7 +220,7 @@ def filter_window(win: SourceWindow, *, tracker: CleanedTransactionMetadata, act
                 kmask = kept[lo:hi]
                 log_append = h.timestamp_type == rb.LOG_APPEND_TIME
                 kept_ts = np.full(kc, h.max_timestamp, dtype=np.int64) if log_append else win.timestamps[lo:hi][kmask]
-                output = _rewrite(win, b, kmask, kept_ts, h, horizon, max_batch_bytes, payloads)
+                output = _rewrite(win, b, kmask, kept_ts, h, horizon, max_batch_bytes)
                 max_ts = h.max_timestamp if log_append else int(kept_ts.max())
                 max_offset = int(offsets[lo:hi][kmask].max())
                 counts.batches_rewritten += 1
