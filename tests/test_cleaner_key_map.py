@@ -95,7 +95,7 @@ def test_map_stays_within_its_budget():
         assert m.nbytes <= m.reserved_bytes <= max(budget, km.MIN_BUDGET)
         small = km.KeyMap(budget, 0.9, max_records=100)
         assert small.reserved_bytes <= max(budget, km.MIN_BUDGET) and small.capacity <= max(100 / 0.9 + 2, 16)
-        assert m.max_keys <= 0.9 * m.capacity
+        assert m.max_keys <= 0.9 * m.limit and m.capacity <= m.limit
 
 
 def test_budget_is_split_across_concurrent_cleaners():
@@ -114,3 +114,14 @@ def test_a_full_map_is_not_a_wrong_map(tmp_path, monkeypatch):
     verdicts = cleaner_mod.build_key_map(plan, budget=4 << 10)
     ref = cleaner_mod.build_partition_offset_map(plan)
     assert verdicts.stats.passes > 1 and verdicts.stats.keys == len(ref)
+
+
+def test_the_map_grows_from_a_few_slots_and_loses_nothing(tmp_path, monkeypatch):
+    """Slots start at 16 and double (rehashed from the stored hashes) while the walk resumes where
+    the map filled: the round equals the reference's."""
+    segs = _keys_log(1500, 2, per_batch=40)
+    ref, ref_files = _round(tmp_path, "ref", segs, monkeypatch, engine="reference")
+    monkeypatch.setattr(km, "INITIAL_CAPACITY", 16)
+    res, files = _round(tmp_path, "grown", segs, monkeypatch)
+    assert res.map_stats.passes == 1 and res.map_stats.capacity >= 1500 / 0.9
+    assert files == ref_files and res.counts == ref.counts

@@ -16,7 +16,8 @@ fields side by side so that a probe touches one cache line::
 Slot of a key: fastrange(low 32 bits of its hash, capacity), then linear probing; the stored hash
 and length are compared before the bytes. The budget (``log.cleaner.dedupe.buffer.size`` /
 concurrent cleaners) is split in two halves, slots and arena; the map is full when either is. The
-slots are no more than the dirty range's records need (zeroed pages are only touched when used).
+slots start small (``INITIAL_CAPACITY``) and double, rehashed from the stored hashes, while the
+budget's half allows: a map sized to its keys stays in cache where a budget-sized one would not.
 
 Hash slices: when the dirty range holds more distinct keys than fit, pass s of n keeps only the
 keys whose hash's high 32 bits fall in slice s (fastrange(high 32 bits, n)) and marks, in two
@@ -47,6 +48,7 @@ SLOT_WORDS = 3
 EMPTY_SLOT = 0                           # a free slot's meta word
 NOT_FOUND = np.iinfo(np.int64).min       # what a lookup answers for a key not in the map
 MIN_CAPACITY = 16
+INITIAL_CAPACITY = 1 << 16               # slots a map starts with (1.5 MiB), doubled as keys come
 MIN_BUDGET = MIN_CAPACITY * SLOT_BYTES * 2     # the smallest map: 16 slots and as many arena bytes
 
 # walk modes
@@ -59,7 +61,7 @@ HLL_REGISTERS = 1 << HLL_BITS
 
 # walk statuses
 WALK_OK = 0
-WALK_FULL = 1       # the map is full: (batch, records walked) say where
+WALK_FULL = 1       # the map is full (at its current size): batch, record and byte position say where
 WALK_MALFORMED = 2  # a record does not walk (the decoder would refuse it and name the error)
 
 # state slots
@@ -193,6 +195,24 @@ def lookup_kernel(key_offsets, key_data, index, weak, slots, arena, out):
 
 
 @njit(cache=_CACHE, nogil=True)
+def grow_kernel(old, new):
+    """Rehash every key of ``old`` slots into the larger ``new`` ones (from the stored hash)."""
+    cap = new.shape[0] // SLOT_WORDS
+    for w in range(0, old.shape[0], SLOT_WORDS):
+        m = old[w]
+        if m == EMPTY_SLOT:
+            continue
+        i = _fastrange(np.uint32(np.uint64(m) >> np.uint64(32)), cap)
+        while new[i * SLOT_WORDS] != EMPTY_SLOT:
+            i += 1
+            if i == cap:
+                i = 0
+        new[i * SLOT_WORDS] = m
+        new[i * SLOT_WORDS + 1] = old[w + 1]
+        new[i * SLOT_WORDS + 2] = old[w + 2]
+
+
+@njit(cache=_CACHE, nogil=True)
 def clear_kernel(slots, state):
     for w in range(0, slots.shape[0], SLOT_WORDS):
         slots[w] = EMPTY_SLOT
@@ -205,7 +225,7 @@ def clear_kernel(slots, state):
 @njit(cache=_CACHE, nogil=True)
 def walk_keys_kernel(mode, buf, dbuf, b_src, b_start, b_end, b_count, b_base_offset, b_flag, b_ordinal,
                      lo_offset, hi_offset, weak, n_slices, slice_index, slots, arena, state, found_bits,
-                     superseded_bits):
+                     superseded_bits, from_b, from_k, from_p):
     """Walk the records of the flagged batches (b_flag[b] != 0); batch b's records lie in ``buf``
     (b_src 0) or ``dbuf`` (1) at [b_start, b_end). Keys in another hash slice are passed over.
 
@@ -216,30 +236,36 @@ def walk_keys_kernel(mode, buf, dbuf, b_src, b_start, b_end, b_count, b_base_off
     record's bit (b_ordinal[b] + its index in the batch) is set in ``found_bits``, and in
     ``superseded_bits`` too when the map's offset is greater than the record's.
 
-    Returns (status, batch, byte position, records walked before it)."""
+    The walk starts at record ``from_k`` (at byte ``from_p``) of batch ``from_b`` (0, 0, -1: the
+    start), so that a walk stopped by WALK_FULL resumes where it stopped once the map has grown.
+    Returns (status, batch, record in it, its byte position, records put or counted)."""
     walked = 0
-    for b in range(b_start.shape[0]):
+    for b in range(from_b, b_start.shape[0]):
         if b_flag[b] == 0:
             continue
         src = buf if b_src[b] == 0 else dbuf
         p = b_start[b]
+        first = 0
+        if b == from_b and from_p >= 0:
+            p = from_p
+            first = from_k
         end = b_end[b]
         base = b_base_offset[b]
-        for k in range(b_count[b]):
+        for k in range(first, b_count[b]):
             rec = p
             length, p = read_varint(src, p, end)
             if p < 0 or length <= 0 or p + length > end:
-                return WALK_MALFORMED, b, rec, walked
+                return WALK_MALFORMED, b, k, rec, walked
             rend = p + length
             _ts, c = read_varlong(src, p + 1, rend)            # attributes, timestampDelta
             if c < 0:
-                return WALK_MALFORMED, b, rec, walked
+                return WALK_MALFORMED, b, k, rec, walked
             od, c = read_varint(src, c, rend)
             if c < 0:
-                return WALK_MALFORMED, b, rec, walked
+                return WALK_MALFORMED, b, k, rec, walked
             klen, c = read_varint(src, c, rend)
             if c < 0 or c + klen > rend:
-                return WALK_MALFORMED, b, rec, walked
+                return WALK_MALFORMED, b, k, rec, walked
             p = rend
             if klen < 0:                                        # null key: never in the map
                 continue
@@ -265,7 +291,7 @@ def walk_keys_kernel(mode, buf, dbuf, b_src, b_start, b_end, b_count, b_base_off
                 continue
             if mode == WALK_INSERT:
                 if not map_put(slots, arena, state, src, c, klen, h, offset):
-                    return WALK_FULL, b, rec, walked
+                    return WALK_FULL, b, k, rec, walked
                 walked += 1
             else:
                 latest = map_get(slots, arena, src, c, klen, h)
@@ -275,8 +301,8 @@ def walk_keys_kernel(mode, buf, dbuf, b_src, b_start, b_end, b_count, b_base_off
                     if offset < latest:
                         superseded_bits[bit >> 3] |= np.uint8(1 << (bit & 7))
         if p != end:
-            return WALK_MALFORMED, b, p, walked
-    return WALK_OK, -1, 0, walked
+            return WALK_MALFORMED, b, b_count[b], p, walked
+    return WALK_OK, -1, 0, 0, walked
 
 
 @njit(cache=_CACHE, nogil=True)
@@ -339,15 +365,30 @@ class KeyMap:
         if not 0 < load_factor <= 1:
             raise ValueError(f"load factor {load_factor} is not in (0, 1]")
         budget = max(int(budget), MIN_BUDGET)
-        capacity = budget // 2 // SLOT_BYTES
+        limit = budget // 2 // SLOT_BYTES
         if max_records is not None:
-            capacity = max(min(capacity, int(max_records / load_factor) + 2), MIN_CAPACITY)
+            limit = max(min(limit, int(max_records / load_factor) + 2), MIN_CAPACITY)
         self.budget = budget
+        self.load_factor = load_factor
         self.weak_hash = weak_hash
-        self.slots = np.zeros(capacity * SLOT_WORDS, np.int64)       # calloc'd: pages touched when used
-        self.arena = np.empty(budget - capacity * SLOT_BYTES, np.uint8)
-        max_keys = min(int(capacity * load_factor), capacity - 1)
-        self.state = np.array([0, 0, max_keys], np.int64)
+        self.limit = limit                                         # the most slots it may grow to
+        self.slots = np.zeros(min(limit, INITIAL_CAPACITY) * SLOT_WORDS, np.int64)
+        self.arena = np.empty(budget - limit * SLOT_BYTES, np.uint8)   # pages touched only when used
+        self.state = np.array([0, 0, self._max_keys(self.capacity)], np.int64)
+
+    def _max_keys(self, capacity: int) -> int:
+        return min(int(capacity * self.load_factor), capacity - 1)
+
+    def grow(self) -> bool:
+        """Double the slots (up to the limit), rehashing the keys held. False when at the limit or
+        when the arena, not the slots, is what is full."""
+        if self.capacity >= self.limit or len(self) < self.state[_MAX_KEYS]:
+            return False
+        new = np.zeros(min(self.limit, self.capacity * 2) * SLOT_WORDS, np.int64)
+        grow_kernel(self.slots, new)
+        self.slots = new
+        self.state[_MAX_KEYS] = self._max_keys(self.capacity)
+        return True
 
     @property
     def capacity(self) -> int:
@@ -355,7 +396,8 @@ class KeyMap:
 
     @property
     def max_keys(self) -> int:
-        return int(self.state[_MAX_KEYS])
+        """Keys the map holds at most once grown to its limit."""
+        return self._max_keys(self.limit)
 
     @property
     def nbytes(self) -> int:
@@ -364,8 +406,8 @@ class KeyMap:
 
     @property
     def reserved_bytes(self) -> int:
-        """The bytes allocated (slots and the whole arena): at most the budget."""
-        return self.capacity * SLOT_BYTES + len(self.arena)
+        """The bytes it may take (slots grown to the limit and the whole arena): at most the budget."""
+        return self.limit * SLOT_BYTES + len(self.arena)
 
     def __len__(self) -> int:
         return int(self.state[_KEYS])
@@ -389,4 +431,4 @@ class KeyMap:
 
 
 __all__ = ["EMPTY_SLOT", "KeyMap", "KeyMapStats", "NOT_FOUND", "SLOT_BYTES", "WALK_FULL", "WALK_INSERT", "WALK_MALFORMED",
-           "WALK_COUNT", "WALK_MARK", "WALK_OK", "bits_kernel", "dedupe_budget", "hll_estimate", "key_hash", "lookup_kernel", "walk_keys_kernel"]
+           "WALK_COUNT", "WALK_MARK", "WALK_OK", "grow_kernel", "bits_kernel", "dedupe_budget", "hll_estimate", "key_hash", "lookup_kernel", "walk_keys_kernel"]

@@ -168,11 +168,16 @@ def _insert_pass(plan, walk: _DirtyWalk, m: km.KeyMap, n_slices: int, s: int, ma
                 walk.enters[k].append(flags)
             else:
                 flags = walk.enters[k][j]
-            status, b, at, walked = km.walk_keys_kernel(
-                mode, w.buf, w.dbuf, w.b_src, w.b_start, w.b_end, w.headers.recordsCount.astype(np.int64),
-                w.headers.baseOffset, flags, ords, plan.first_dirty_offset, plan.upper_bound_offset, m.weak_hash,
-                n_slices, s, *m.arrays(), m.state, counters, zeros)
-            put += walked
+            counts = w.headers.recordsCount.astype(np.int64)
+            b, k, at = 0, 0, -1
+            while True:
+                status, b, k, at, walked = km.walk_keys_kernel(
+                    mode, w.buf, w.dbuf, w.b_src, w.b_start, w.b_end, counts, w.headers.baseOffset, flags, ords,
+                    plan.first_dirty_offset, plan.upper_bound_offset, m.weak_hash, n_slices, s, *m.arrays(),
+                    m.state, counters, zeros, b, k, at)
+                put += walked
+                if status != km.WALK_FULL or not m.grow():
+                    break
             if status == km.WALK_FULL:
                 return False, put
             if status == km.WALK_MALFORMED:
@@ -193,10 +198,10 @@ def _mark_pass(plan, recopied: Sequence[LogSegment], m: km.KeyMap, n_slices: int
             np.cumsum(counts[:-1], out=b_ordinal[1:])
             b_ordinal[1:] += ordinal
             data = ((h.attributes & rb.CONTROL_FLAG_MASK) == 0).astype(np.uint8)
-            status, b, at, _ = km.walk_keys_kernel(
+            status, b, _k, at, _ = km.walk_keys_kernel(
                 km.WALK_MARK, w.buf, w.dbuf, w.b_src, w.b_start, w.b_end, counts, h.baseOffset, data, b_ordinal,
                 plan.first_dirty_offset, end_offset, m.weak_hash, n_slices, s, *m.arrays(), m.state, found,
-                superseded)
+                superseded, 0, 0, -1)
             if status == km.WALK_MALFORMED:
                 _refuse(w, seg, b, at, max_batch_bytes)
             ordinal += int(counts.sum())
@@ -226,7 +231,7 @@ def build_key_verdicts(plan, *, budget: int, load_factor: float, max_batch_bytes
     if n_slices == 1:
         complete, put = _insert_pass(plan, walk, m, 1, 0, max_batch_bytes)
         if complete:
-            stats.passes, stats.keys, stats.bytes = 1, len(m), m.nbytes
+            stats.passes, stats.keys, stats.bytes, stats.capacity = 1, len(m), m.nbytes, m.capacity
             return KeyVerdicts(end_offset, stats, key_map=m)
         # count the distinct keys (HyperLogLog, one more keys-only walk) to plan the slices
         registers = np.zeros(km.HLL_REGISTERS, np.uint8)
@@ -245,7 +250,7 @@ def build_key_verdicts(plan, *, budget: int, load_factor: float, max_batch_bytes
             if not complete:
                 break
             keys += len(m)
-            stats.bytes = max(stats.bytes, m.nbytes)
+            stats.bytes, stats.capacity = max(stats.bytes, m.nbytes), m.capacity
             _mark_pass(plan, recopied, m, n_slices, s, end_offset, found, superseded, max_batch_bytes)
         else:
             stats.passes, stats.keys = n_slices, keys
