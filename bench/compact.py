@@ -37,7 +37,6 @@ import os
 import platform
 import shutil
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path

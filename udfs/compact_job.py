@@ -29,7 +29,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import pyarrow as pa
 
-from kafkalog.cleaner.partition_run import (CLEANED, COUNT_FIELDS, ERROR, ROW_FIELDS, SKIPPED, WOULD_CLEAN,
+from kafkalog.cleaner.partition_run import (CLEANED, ERROR, ROW_FIELDS, WOULD_CLEAN,
                                             run_partition)
 
 from . import delta_tables

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import repeat
-from typing import Collection, Iterable, List, Mapping, Optional, Union
+from typing import Collection, List, Mapping, Optional, Union
 
 import numpy as np
 import pyarrow as pa

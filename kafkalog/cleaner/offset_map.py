@@ -17,8 +17,7 @@ passes clean the whole range, so ``end_offset`` (the new cleaner checkpoint) is 
 bound in both.
 
 The map is an object with ``latest_offset(key) -> int | None`` and ``end_offset`` (``OffsetMap``);
-a caller that computed the map elsewhere passes ``ExactOffsetMap.from_arrow(keys, offsets,
-end_offset=…)``.
+a caller that computed the map elsewhere passes ``ExactOffsetMap.from_mapping(mapping, end_offset=…)``.
 """
 from __future__ import annotations
 
@@ -57,19 +56,6 @@ class ExactOffsetMap:
     @classmethod
     def from_mapping(cls, mapping, *, end_offset: int) -> "ExactOffsetMap":
         return cls(end_offset, {bytes(k): int(v) for k, v in mapping.items()})
-
-    @classmethod
-    def from_arrow(cls, keys, offsets, *, end_offset: int) -> "ExactOffsetMap":
-        """From parallel Arrow (or list) columns of keys and offsets; for a repeated key the largest
-        offset wins, so the rows need not be reduced or ordered first."""
-        to_list = (lambda c: c.to_pylist() if hasattr(c, "to_pylist") else list(c))
-        out: Dict[bytes, int] = {}
-        for k, o in zip(to_list(keys), to_list(offsets)):
-            if k is None:
-                raise ValueError("null keys never enter the offset map")
-            if o > out.get(k, -1):
-                out[k] = o
-        return cls(end_offset, out)
 
 
 def map_entries(batches: Iterable[SourceBatch], tracker: CleanedTransactionMetadata,
