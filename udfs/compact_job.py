@@ -29,8 +29,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import pyarrow as pa
 
-from kafkalog.cleaner.partition_run import (CLEANED, ERROR, ROW_FIELDS, WOULD_CLEAN,
-                                            run_partition)
+from kafkalog.cleaner.partition_run import CLEANED, ERROR, ROW_FIELDS, WOULD_CLEAN, run_partition
 
 from . import delta_tables
 from .job import EXIT_OK, EXIT_PARTIAL, add_config_arguments, base_parser, locked_log_dirs, parse_time_ms, \

@@ -21,7 +21,7 @@ Modules, one Kafka concept each:
 """
 from .cleanable import CleanableOffsets, NotCleanableReason, SegmentStats, cleanable_offsets
 from .cleaner import (PartitionCleanResult, PartitionPlan, build_partition_offset_map, clean_log_dir,
-                      clean_partition, plan_partition)
+                      clean_partition, offset_map_entries, plan_partition)
 from .offset_map import ExactOffsetMap, OffsetMap
 from .record_filter import BatchRetention, FilterCounts, RecordReason
 from .recover import PartitionRecovery, recover_log_dirs, recover_partition
@@ -31,5 +31,5 @@ __all__ = [
     "BatchRetention", "CleanableOffsets", "ExactOffsetMap", "FilterCounts", "GroupableSegment", "NotCleanableReason",
     "OffsetMap", "PartitionCleanResult", "PartitionPlan", "PartitionRecovery", "RecordReason", "SegmentStats",
     "build_partition_offset_map", "clean_log_dir", "clean_partition", "cleanable_offsets", "group_segments_by_size",
-    "plan_partition", "recover_log_dirs", "recover_partition",
+    "offset_map_entries", "plan_partition", "recover_log_dirs", "recover_partition",
 ]

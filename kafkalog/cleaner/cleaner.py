@@ -71,7 +71,7 @@ from . import key_map as km
 from .key_walk import KeyVerdicts, build_key_verdicts
 from .local_log import (LogSegment, batches_of, collect_aborted_transactions, load_segments, pending_swap_files,
                         read_batches, read_windows, start_position)
-from .offset_map import ExactOffsetMap, OffsetMap, build_offset_map
+from .offset_map import ExactOffsetMap, OffsetMap, build_offset_map, map_entries
 from .record_filter import (BatchRetention, FilterCounts, FilteredBatch, RecordReason, filter_batch,
                             is_batch_last_record_of_producer)
 from .segment_grouping import GroupableSegment, group_segments_by_size
@@ -238,6 +238,12 @@ def _map_tracker(plan: PartitionPlan) -> CleanedTransactionMetadata:
     tracker.add_aborted_transactions(collect_aborted_transactions(
         plan.segments, plan.first_dirty_offset, plan.upper_bound_offset, plan.log_start_offset))
     return tracker
+
+
+def offset_map_entries(plan: PartitionPlan) -> Iterable[Tuple[bytes, int]]:
+    """The (key, offset) pairs of the dirty range that enter the map, in log order (§7.4): the
+    reference walk, for a caller that builds a map of its own (e.g. Kafka's bounded one, in tests)."""
+    return map_entries(_dirty_batches(plan), _map_tracker(plan), plan.first_dirty_offset)
 
 
 def map_budget(broker: BrokerConfig, concurrent_cleaners: Optional[int] = None) -> int:

@@ -26,8 +26,8 @@ from .key_walk import KeyVerdicts
 from .local_log import SourceWindow
 from .offset_map import ExactOffsetMap, OffsetMap
 from .producer_state import LastRecord
-from .record_filter import (BatchRetention, FilterCounts, FilteredBatch, RecordReason, check_batch_retention,
-                            is_batch_last_record_of_producer)
+from .record_filter import (DELETE_IF_EMPTY, BatchRetention, FilterCounts, FilteredBatch, RecordReason,
+                            check_batch_retention, is_batch_last_record_of_producer)
 from .transaction_metadata import CleanedTransactionMetadata
 
 REASONS = list(RecordReason)
@@ -40,6 +40,7 @@ REMOVED_SUPERSEDED, REMOVED_NULL_KEY, REMOVED_TOMBSTONE_EXPIRED, REMOVED_ABORTED
     _CODE[RecordReason.REMOVED_TOMBSTONE_EXPIRED], _CODE[RecordReason.REMOVED_ABORTED],
     _CODE[RecordReason.REMOVED_MARKER])
 _KEPT_CODES = np.array([r.kept for r in REASONS], dtype=np.bool_)
+_TXN_OR_CONTROL = rb.TRANSACTIONAL_FLAG_MASK | rb.CONTROL_FLAG_MASK
 _NOT_FOUND = NOT_FOUND                   # "key not in the map" in the looked-up offsets
 
 # Whether retained batches are re-encoded by the numba writer (tests switch it off to run the
@@ -135,6 +136,16 @@ def filter_window(win: SourceWindow, *, tracker: CleanedTransactionMetadata, act
     control = np.empty(nb, dtype=np.bool_)
     horizon_passed = np.zeros(nb, dtype=np.bool_)
     for b, h in enumerate(headers):
+        if not h.attributes & _TXN_OR_CONTROL and h.last_offset + 1 != upper_bound_offset and (
+                h.producer_id == rb.NO_PRODUCER_ID or h.producer_id not in active):
+            # a plain data batch: the tracker has nothing to do (what it consumes up to this offset,
+            # its next transactional or control batch consumes first) and the verdict is constant
+            decisions.append(DELETE_IF_EMPTY)
+            control[b] = False
+            mode[b] = 2
+            horizon = h.delete_horizon_ms
+            horizon_passed[b] = horizon is not None and now_ms >= horizon
+            continue
         if h.is_control:
             can_discard = tracker.on_control_batch(h.producer_id, h.last_offset, win.control_type(b))
         else:
