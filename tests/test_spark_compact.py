@@ -222,16 +222,21 @@ def test_spark_submit_lists_the_job_and_rejects_a_missing_log_dir(tmp_path):
     assert "does not exist" in proc.stderr and "Traceback" not in proc.stderr
 
 
+def crash_log_partitions(d: Path, n: int) -> Path:
+    """A log dir with ``n`` partitions of crash_log, each fully replicated."""
+    hw = {}
+    for p in range(n):
+        write_partition(d, crash_log(), partition=p)
+        hw.update(read_offset_checkpoint(d / REPLICATION_OFFSET_CHECKPOINT))
+    write_offset_checkpoint(d / REPLICATION_OFFSET_CHECKPOINT, hw)
+    return d
+
+
 def test_every_cleaned_partition_gets_its_checkpoint_entry(spark, tmp_path):
     """Found in review: rewriting tasks run in parallel, and each rewrote the shared
     cleaner-offset-checkpoint (lost entries, a torn file). Each task now writes its partition's entry
     right after its swap, under a lock of the log dir."""
-    d = tmp_path / "d"
-    hw = {}
-    for p in range(6):
-        write_partition(d, crash_log(), partition=p)
-        hw.update(read_offset_checkpoint(d / REPLICATION_OFFSET_CHECKPOINT))
-    write_offset_checkpoint(d / REPLICATION_OFFSET_CHECKPOINT, hw)
+    d = crash_log_partitions(tmp_path / "d", 6)
     report = tmp_path / "r.json"
     assert compact_job.main(job_args([d], "--report", str(report)), spark=spark) == 0
     cleaned = {(p["topic"], p["partition"]): p["end_offset"] for p in json.loads(report.read_text())["partitions"]
@@ -244,12 +249,7 @@ def test_a_failed_partition_is_reported_as_failed_and_counts_nothing(spark, tmp_
     """One partition's segment is corrupt (a flipped byte): it fails with its error, counts no record,
     leaves no temporary file; the other is cleaned; the job exits 1 and stdout counts only the cleaned
     one's records."""
-    d = tmp_path / "d"
-    hw = {}
-    for p in range(2):
-        write_partition(d, crash_log(), partition=p)
-        hw.update(read_offset_checkpoint(d / REPLICATION_OFFSET_CHECKPOINT))
-    write_offset_checkpoint(d / REPLICATION_OFFSET_CHECKPOINT, hw)
+    d = crash_log_partitions(tmp_path / "d", 2)
     bad = d / f"{TOPIC}-1" / "00000000000000000004.log"
     raw = bytearray(bad.read_bytes())
     raw[-3] ^= 0xFF

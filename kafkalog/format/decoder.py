@@ -336,6 +336,15 @@ _REC_MESSAGES = {
 }
 
 
+def _records_regions(h: HeaderArrays):
+    """(codec, b_src, b_start, b_end) of the batches as they lie in the file, before decompression."""
+    codec = (h.attributes & rb.COMPRESSION_CODEC_MASK).astype(np.int8)
+    b_src = np.zeros(len(h), dtype=np.int8)
+    b_start = h.position + rb.RECORDS_OFFSET
+    b_end = h.position + h.size.astype(np.int64)
+    return codec, b_src, b_start, b_end
+
+
 def decode_accel(buf: np.ndarray, h: HeaderArrays, pid: PartitionId, *, path=None, verify_crc: bool = True,
                  max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES, budget: Optional[int] = None):
     """Decode a prefix of the batches ``h`` whose record data (decompressed) stays within ``budget``
@@ -346,10 +355,7 @@ def decode_accel(buf: np.ndarray, h: HeaderArrays, pid: PartitionId, *, path=Non
     budget = MAX_DECODE_BYTES if budget is None else min(budget, MAX_DECODE_BYTES)
     max_batch_bytes = min(max_batch_bytes, MAX_DECODE_BYTES)
     nb = len(h)
-    codec = (h.attributes & rb.COMPRESSION_CODEC_MASK).astype(np.int8)
-    b_src = np.zeros(nb, dtype=np.int8)
-    b_start = h.position + rb.RECORDS_OFFSET
-    b_end = h.position + h.size.astype(np.int64)
+    codec, b_src, b_start, b_end = _records_regions(h)
     ws = _WORKSPACES.acquire()
     try:
         return _decode_accel(buf, h, pid, ws, nb, codec, b_src, b_start, b_end, path=path, verify_crc=verify_crc,
@@ -559,11 +565,7 @@ def decompress_batches(buf: np.ndarray, h: HeaderArrays, out: OutputBuffer, *, p
     lie in ``buf`` (b_src 0) or ``dbuf`` (1) at [b_start, b_end); both arrays are read-only views."""
     budget = MAX_DECODE_BYTES if budget is None else min(budget, MAX_DECODE_BYTES)
     max_batch_bytes = min(max_batch_bytes, MAX_DECODE_BYTES)
-    nb = len(h)
-    codec = (h.attributes & rb.COMPRESSION_CODEC_MASK).astype(np.int8)
-    b_src = np.zeros(nb, dtype=np.int8)
-    b_start = h.position + rb.RECORDS_OFFSET
-    b_end = h.position + h.size.astype(np.int64)
+    codec, b_src, b_start, b_end = _records_regions(h)
     nb, at = _decompress_window(buf, h, codec, b_src, b_start, b_end, out, PartitionId(None, None), path=path,
                                 verify_crc=False, max_batch_bytes=max_batch_bytes, budget=budget)
     dbuf = _readonly(out.array[:at]) if at else _EMPTY
