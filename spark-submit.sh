@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
-# Run a kafkalog job with the installed pyspark's spark-submit:  ./spark-submit.sh <job> [job args]
+# Run a kafkalog job:  ./spark-submit.sh <job> [job args]
 #
-# Ships kafkalog/ and udfs/ as a zip (--py-files), so the same command works against a cluster whose
-# executors do not have kafkalog installed; conf/ is the Spark conf dir (spark-defaults.conf,
-# log4j2.properties) unless SPARK_CONF_DIR is set; Python workers run this interpreter.
-# --master URL (or SPARK_MASTER) passes through to spark-submit; the default is local[*].
+# The job's driver is this interpreter running jobs/<job>.py; PySpark starts the JVM through the
+# installed pyspark's spark-submit (client mode), with PYSPARK_SUBMIT_ARGS carrying what a
+# spark-submit command line would: the master, the app name and kafkalog/ + udfs/ as a zip
+# (--py-files), so the same command works against a cluster whose executors do not have kafkalog
+# installed. (Run through spark-submit's own Python runner, the driver's stderr would be merged into
+# stdout; this way the job's results are alone on stdout, its progress and Spark's log on stderr.)
+# conf/ is the Spark conf dir (spark-defaults.conf, log4j2.properties) unless SPARK_CONF_DIR is set;
+# Python workers run this interpreter. --master URL (or SPARK_MASTER) sets the master; default local[*].
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+KAFKALOG_WHO="spark-submit.sh"
+source "$ROOT/scripts/preflight.sh"
 PY="${KAFKALOG_PYTHON:-$ROOT/.venv/bin/python}"
-if [ ! -x "$PY" ]; then
+if [ ! -x "$PY" ] && [ -z "${KAFKALOG_PYTHON:-}" ]; then
   PY="$(command -v python3 || true)"
 fi
 
@@ -32,9 +38,10 @@ job="$1"; shift
 if [ ! -f "$ROOT/jobs/$job.py" ]; then
   echo "spark-submit.sh: unknown job '$job'" >&2; echo >&2; usage >&2; exit 2
 fi
-if [ -z "$PY" ]; then
-  echo "spark-submit.sh: no Python found; run scripts/bootstrap.sh (or set KAFKALOG_PYTHON)" >&2; exit 2
+if [ -z "$PY" ] || [ ! -x "$PY" ]; then
+  echo "spark-submit.sh: no Python found (${PY:-no .venv, no python3}): run scripts/bootstrap.sh (or ./demo.sh) once in the clone to set up .venv, or set KAFKALOG_PYTHON" >&2; exit 2
 fi
+kafkalog_require_job_python "$PY"
 
 master="${SPARK_MASTER:-local[*]}"
 args=()
@@ -48,11 +55,11 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-SUBMIT="$(dirname "$PY")/spark-submit"
-if [ ! -x "$SUBMIT" ]; then SUBMIT="$(command -v spark-submit || true)"; fi
-if [ -z "$SUBMIT" ]; then
-  echo "spark-submit.sh: spark-submit not found; install the project (scripts/bootstrap.sh) or pyspark" >&2; exit 2
-fi
+case "$master" in
+  local|local\[*\]|local-cluster\[*\]|spark://?*|yarn|k8s://?*|mesos://?*) ;;
+  *) echo "spark-submit.sh $job: error: '$master' is not a Spark master URL: use local[*], local[N], spark://HOST:PORT, yarn or k8s://URL (--master or SPARK_MASTER)" >&2; exit 2;;
+esac
+kafkalog_require_java
 
 # kafkalog + udfs as one zip for --py-files, rebuilt when a source file is newer.
 ZIP="$ROOT/build/kafkalog-py.zip"
@@ -74,10 +81,12 @@ PYEOF
 export SPARK_CONF_DIR="${SPARK_CONF_DIR:-$ROOT/conf}"
 export PYSPARK_PYTHON="$PY" PYSPARK_DRIVER_PYTHON="$PY"
 export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+export SPARK_MASTER="$master"
 # A local master's Python workers import kafkalog from this tree (PYTHONPATH), not from the zip: numba
 # can only cache compiled kernels of modules that are files, so workers load them from the cache
 # instead of compiling them in every run. Executors elsewhere get the zip (and compile once per worker).
 pyfiles=(--py-files "$ZIP")
 case "$master" in local|local\[*) pyfiles=();; esac
-exec "$SUBMIT" --master "$master" --name "kafkalog-$job" ${pyfiles[@]+"${pyfiles[@]}"} "$ROOT/jobs/$job.py" \
-  ${args[@]+"${args[@]}"}
+printf -v PYSPARK_SUBMIT_ARGS '%q ' --master "$master" --name "kafkalog-$job" ${pyfiles[@]+"${pyfiles[@]}"}
+export PYSPARK_SUBMIT_ARGS="${PYSPARK_SUBMIT_ARGS}pyspark-shell"
+exec "$PY" "$ROOT/jobs/$job.py" ${args[@]+"${args[@]}"}

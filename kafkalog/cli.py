@@ -2,23 +2,35 @@
 
 Adding a subcommand takes one ``_add_<name>(subparsers)`` function that builds its parser and sets
 ``handler`` to a ``(args) -> int`` function, listed in ``SUBCOMMANDS``. ``main`` does the rest:
-argument errors exit 2 with argparse's message, a :class:`~kafkalog.errors.KafkalogError` that
-reaches it prints ``kafkalog <command>: error: <message>`` on stderr and exits 1, and no input
-ever produces a traceback.
+argument errors exit 2 with argparse's message, and so does a :class:`~kafkalog.errors.UsageError`
+(a path that is missing or of the wrong kind, an unknown topic or partition, an offset outside the
+log); any other :class:`~kafkalog.errors.KafkalogError` that reaches it prints ``kafkalog <command>:
+error: <message>`` on stderr and exits 1, and no input ever produces a traceback. Options must be
+spelled out: no parser accepts abbreviations (``--exec`` is not ``--execute``).
 """
 from __future__ import annotations
 
 import argparse
 import importlib
 import os
+import re
 import sys
 from typing import Callable, List, Optional, Sequence
 
 from . import __version__
-from .errors import KafkalogError
+from .errors import KafkalogError, OffsetOutOfRangeError, UsageError
 
 PROG = "kafkalog"
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse without abbreviated options, for every parser and subparser (``add_subparsers``
+    builds subparsers with the parent's class): a destructive flag must be spelled out."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
 
 
 # --- argument types ---------------------------------------------------------------------------
@@ -38,6 +50,13 @@ def _positive_int(text: str) -> int:
     if value == 0:
         raise argparse.ArgumentTypeError("must be > 0")
     return value
+
+
+def _topic_name(text: str) -> str:
+    """A name Kafka accepts for a topic (Topic.validate: [a-zA-Z0-9._-], 1-249 characters)."""
+    if not re.fullmatch(r"[a-zA-Z0-9._-]{1,249}", text) or text in (".", ".."):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a Kafka topic name (letters, digits, '.', '_', '-')")
+    return text
 
 
 def _file_list(text: str) -> List[str]:
@@ -90,8 +109,27 @@ def _add_dump(subparsers) -> None:
     p.set_defaults(handler=_run_dump)
 
 
+def _check_dump_files(files: Sequence[str]) -> None:
+    """Paths that do not exist or are folders are bad arguments (exit 2, nothing dumped); files of
+    a kind dump does not read are skipped as kafka-dump-log skips them, unless that is all of them."""
+    from .dump import dumps_file_kind
+
+    for path in files:
+        if not os.path.exists(path):
+            raise UsageError("no such file", path=path, hint="check the path; --files takes segment and index files "
+                                                             "such as <topic>-<partition>/00000000000000000000.log")
+        if os.path.isdir(path):
+            example = os.path.join(path, "00000000000000000000.log")
+            raise UsageError("is a folder, not a file", path=path, hint=f"name the files inside it, e.g. --files {example}")
+    if not any(dumps_file_kind(path) for path in files):
+        raise UsageError(f"{', '.join(files)}: not a file kafka-dump-log reads",
+                         hint="give .log, .index, .timeindex, .txnindex, .snapshot, .checkpoint or .bin record files")
+
+
 def _run_dump(args) -> int:
     from .dump import DEFAULT_MAX_MESSAGE_SIZE, STDOUT, DumpOptions, Dumper
+
+    _check_dump_files(args.files)
 
     options = DumpOptions(
         deep_iteration=args.deep_iteration, print_data_log=args.print_data_log,
@@ -115,12 +153,13 @@ def _run_dump(args) -> int:
 def _add_demo(subparsers) -> None:
     p = subparsers.add_parser("demo", help="write a demo Kafka log directory",
                               description="Write a log directory of generated partitions, as a broker would.")
-    p.add_argument("out", help="directory to write")
+    p.add_argument("out", help="directory to write: a new or empty folder (an existing log dir is refused)")
     p.add_argument("--partitions", type=_positive_int, default=3, metavar="N", help="partitions (default: 3)")
     p.add_argument("--records", type=_non_negative_int, default=20000, metavar="N",
                    help="records per partition (default: 20000)")
     p.add_argument("--compression", choices=CODECS, default="none", help="codec of the batches (default: none)")
     p.add_argument("--seed", type=int, default=1, help="random seed (default: 1)")
+    p.add_argument("--topic", default="demo-orders", type=_topic_name, help="the topic's name (default: demo-orders)")
     p.set_defaults(handler=_run_demo)
 
 
@@ -178,13 +217,11 @@ def _find_partition_dirs(log_dirs: Sequence[str], topic: str, partitions: Option
     found: dict = {}
     topics: set = set()
     for log_dir in log_dirs:
-        if not os.path.isdir(log_dir):
-            raise KafkalogError("log dir does not exist or is not a directory", path=log_dir,
-                                hint="pass the broker's log.dirs, the folders that hold <topic>-<partition> folders")
+        check_log_dir(log_dir)
         try:
             names = sorted(os.listdir(log_dir))
         except OSError as e:
-            raise KafkalogError(f"cannot list the log dir ({e.strerror or e})", path=log_dir) from None
+            raise UsageError(f"cannot list the log dir ({e.strerror or e})", path=log_dir) from None
         for name in names:
             try:
                 t, partition, kind = parse_partition_dir_name(name)
@@ -202,13 +239,14 @@ def _find_partition_dirs(log_dirs: Sequence[str], topic: str, partitions: Option
             found[partition] = (os.path.join(log_dir, name), log_dir)
     where = ", ".join(log_dirs)
     if not found:
-        known = ", ".join(sorted(topics)[:20]) or "none"
-        raise KafkalogError(f"topic {topic!r} has no partition folder in {where}",
-                            hint=f"check --topic and --log-dirs; topics there: {known}")
+        known = ", ".join(sorted(topics)[:20])
+        raise UsageError(f"topic {topic!r} has no partition folder in {where}",
+                         hint=f"check --topic and --log-dirs; topics there: {known}" if known else
+                         "there are no <topic>-<partition> folders there: is it a broker's log dir?")
     if partitions is not None:
         missing = [p for p in partitions if p not in found]
         if missing:
-            raise KafkalogError(
+            raise UsageError(
                 f"partition(s) {','.join(map(str, missing))} of topic {topic!r} not found in {where}",
                 hint=f"partitions present: {','.join(map(str, sorted(found)))}")
         found = {p: found[p] for p in partitions}
@@ -249,6 +287,8 @@ def _add_offsets(subparsers) -> None:
 def _run_offsets(args) -> int:
     try:
         return _offsets(args)
+    except BrokenPipeError:          # the reader went away (| head): main stops quietly
+        raise
     except OSError as e:
         raise KafkalogError(f"cannot read ({e.strerror or e})", path=getattr(e, "filename", None)) from None
 
@@ -314,6 +354,8 @@ def _record_json(topic: str, row: dict, timestamp: int) -> dict:
 def _run_fetch(args) -> int:
     try:
         return _fetch(args)
+    except BrokenPipeError:          # the reader went away (| head): main stops quietly
+        raise
     except OSError as e:
         raise KafkalogError(f"cannot read ({e.strerror or e})", path=getattr(e, "filename", None)) from None
 
@@ -366,12 +408,19 @@ def _fetch(args) -> int:
 
 def _add_recover(subparsers) -> None:
     p = subparsers.add_parser(
-        "recover", help="finish or roll back interrupted compaction swaps as a broker's startup does",
-        description="For every partition folder of the given log dirs, do what a broker's startup does with "
-                    "compaction leftovers (LogLoader): delete *.deleted files, drop *.cleaned files (and *.swap "
-                    "files of an incomplete operation), then complete each interrupted swap by deleting the "
-                    "segments a .swap replaces and renaming it. A log dir whose .lock a running broker holds is "
-                    "refused. Prints one line per partition; exit code 1 if any partition could not be recovered.")
+        "recover", help="do a broker's startup file clean-up: leftovers of compaction, splits, deletion; orphan indexes",
+        description="For every partition folder of the given log dirs, do the file clean-up of a broker's startup "
+                    "(LogLoader.load), in its order: delete *.deleted files; drop *.cleaned files (and *.swap files "
+                    "of an incomplete operation); complete each interrupted swap by deleting the segments a .swap "
+                    "replaces and renaming it; delete every .index/.timeindex/.txnindex whose .log is missing "
+                    "('Found an orphaned index file ...'). Left to the broker, which does them at every startup "
+                    "and needs its own state for them: recovering segments after an unclean shutdown (truncating "
+                    "a corrupt tail deletes every later segment), creating a missing .timeindex, deleting all "
+                    "segments when the log end is below the log start, resizing the active indexes, stray "
+                    "producer snapshots and producer state. `reindex` rebuilds indexes and, with "
+                    "--truncate-corrupt-tail, cuts corrupt tails keeping the cut bytes. A log dir whose .lock a "
+                    "running broker holds is refused. Prints one line per partition; exit code 1 if any "
+                    "partition could not be recovered.")
     p.add_argument("--log-dirs", required=True, type=_file_list, metavar="DIR[,DIR...]",
                    help="REQUIRED: the comma-separated log dirs (a broker's log.dirs)")
     p.set_defaults(handler=_run_recover)
@@ -380,6 +429,8 @@ def _add_recover(subparsers) -> None:
 def _run_recover(args) -> int:
     from .cleaner.recover import recover_log_dirs
 
+    for log_dir in args.log_dirs:
+        check_log_dir(log_dir)
     try:
         reports = recover_log_dirs(args.log_dirs)
     except OSError as e:
@@ -389,13 +440,39 @@ def _run_recover(args) -> int:
     return 1 if any(r.error for r in reports) else 0
 
 
+# --- log dirs ---------------------------------------------------------------------------------
+
+_PARTITION_FILE = re.compile(r"[0-9]{20}\.(?:log|index|timeindex)|leader-epoch-checkpoint|partition\.metadata")
+
+
+def check_log_dir(log_dir: str) -> None:
+    """A UsageError unless ``log_dir`` is an existing folder that is not itself a partition folder."""
+    from .logdir import parse_partition_dir_name
+
+    hint = "pass the broker's log.dirs, the folders that hold <topic>-<partition> folders"
+    if not os.path.exists(log_dir):
+        raise UsageError("log dir does not exist", path=log_dir, hint=hint)
+    if not os.path.isdir(log_dir):
+        raise UsageError("log dir is a file, not a folder", path=log_dir, hint=hint)
+    try:
+        parse_partition_dir_name(os.path.basename(os.path.normpath(log_dir)))
+        names = os.listdir(log_dir)
+    except (KafkalogError, OSError):
+        return
+    # a log dir may be named like a partition folder (/data/kafka-1): only one holding segments is one
+    if not any(_PARTITION_FILE.fullmatch(name) for name in names):
+        return
+    raise UsageError("is a partition folder, not a log dir", path=log_dir,
+                     hint=f"pass the folder that holds it: {os.path.dirname(os.path.abspath(log_dir))}")
+
+
 # --- main -------------------------------------------------------------------------------------
 
 SUBCOMMANDS: Sequence[Callable] = (_add_dump, _add_demo, _add_offsets, _add_fetch, _add_recover)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog=PROG, description="Read, check and write Apache Kafka's on-disk log files as a broker does.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -413,6 +490,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
     try:
         return args.handler(args)
+    except (UsageError, OffsetOutOfRangeError) as e:     # bad arguments: nothing was done
+        sys.stdout.flush()
+        print(f"{PROG} {args.command}: error: {e}", file=sys.stderr)
+        return 2
     except KafkalogError as e:
         sys.stdout.flush()
         print(f"{PROG} {args.command}: error: {e}", file=sys.stderr)

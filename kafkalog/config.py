@@ -8,13 +8,16 @@ Sources: ``LogConfig.java``, ``ServerLogConfigs.java``, ``ServerTopicConfigSynon
 
 Precedence for a topic's value: the topic override, else the broker synonym (in synonym order — for
 ``retention.ms``: ``log.retention.ms``, then ``log.retention.minutes``, then ``log.retention.hours``),
-else Kafka's default. A negative broker retention time becomes -1 (unlimited). Unknown topic keys and
-unknown ``log.*`` broker keys are ignored with a warning; other broker settings (listeners, quotas…)
-are not about log files and are ignored silently. An invalid value is a :class:`ConfigError` naming
-the key and where it came from.
+else Kafka's default. A negative broker retention time becomes -1 (unlimited). Unknown topic keys,
+unknown ``log.*`` broker keys and keys given at the wrong level (a topic key in server.properties, a
+broker key as a topic override) are ignored with a warning, or with ``strict=True`` (what the jobs
+that delete or rewrite use) are a :class:`ConfigError` with the closest Kafka key ("did you mean
+retention.ms?"); other broker settings (listeners, quotas…) are not about log files and are ignored
+silently. An invalid value is a :class:`ConfigError` naming the key and where it came from.
 """
 from __future__ import annotations
 
+import difflib
 import os
 import re
 from dataclasses import dataclass, field
@@ -206,6 +209,7 @@ BROKER_CONFIGS: dict[str, BrokerKey] = {c.name: c for c in (
     BrokerKey("log.message.timestamp.after.max.ms", LONG, INT64_MAX),
     BrokerKey("log.message.downconversion.enable", BOOLEAN, True),
     BrokerKey("log.initial.task.delay.ms", LONG, 30_000),
+    BrokerKey("log.dir.failure.timeout.ms", LONG, 30_000, at_least(1)),
 )}
 
 _BROKER_SYNONYMS: dict[str, tuple[ConfigKey, Synonym]] = {
@@ -341,6 +345,24 @@ class KafkaConfigs:
 
 # --- parsing -------------------------------------------------------------------------------------
 
+def did_you_mean(key: str, known: Iterable[str]) -> str:
+    """`` (did you mean retention.ms?)`` for the closest known key, or ``""``."""
+    close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def _not_kafkas(message: str, *, source: str, strict: bool, warnings: list[str], hint: str) -> None:
+    """A key Kafka does not have at this level: a warning, or with ``strict`` a ConfigError."""
+    if strict:
+        raise ConfigError(message, path=source, hint=hint)
+    warnings.append(f"{source}: {message}; ignored")
+
+
+_TOPIC_KEY_HINT = ("use Kafka's topic config names, as kafka-configs.sh --describe --all lists them: an unknown key "
+                   "would leave the default in force")
+_BROKER_KEY_HINT = ("use Kafka's broker config names; for a newer Kafka's key kafkalog does not know, remove it from "
+                    "a copy of the file: an unknown key would leave the default in force")
+
 def _parse_value(key: str, text: str, parse: Callable[[str], Any],
                  validate: Optional[Callable[[Any], Optional[str]]], where: str) -> Any:
     try:
@@ -354,9 +376,10 @@ def _parse_value(key: str, text: str, parse: Callable[[str], Any],
 
 
 def parse_broker_properties(props: Mapping[str, str], *, source: str = "server.properties",
-                            warnings: Optional[list[str]] = None) -> BrokerConfig:
+                            warnings: Optional[list[str]] = None, strict: bool = False) -> BrokerConfig:
     """Resolve the log-related part of a broker's properties. Unknown ``log.*`` keys and topic-level
-    names written in a broker file are ignored with a warning appended to ``warnings``."""
+    names written in a broker file are ignored with a warning appended to ``warnings`` — or, with
+    ``strict``, are a ConfigError saying which Kafka key was probably meant."""
     warnings = [] if warnings is None else warnings
     settings: dict[str, Any] = {}
     synonym_values: dict[str, Any] = {}
@@ -368,10 +391,15 @@ def parse_broker_properties(props: Mapping[str, str], *, source: str = "server.p
             broker_key = BROKER_CONFIGS[key]
             settings[key] = _parse_value(key, text, broker_key.parse, broker_key.validate, source)
         elif key in TOPIC_CONFIGS or key in OTHER_TOPIC_CONFIGS:
-            warnings.append(f"{source}: {key} is a topic config, not a broker config; ignored "
-                            f"(set it per topic with --topic-config TOPIC:{key}=VALUE)")
+            synonyms = TOPIC_CONFIGS[key].synonyms if key in TOPIC_CONFIGS else ()
+            broker_name = f"the broker's key is {synonyms[0].key}, or " if synonyms else ""
+            _not_kafkas(f"{key} is a topic config, not a broker config ({broker_name}set it per topic with "
+                        f"--topic-config TOPIC:{key}=VALUE)", source=source, strict=strict, warnings=warnings,
+                        hint=_BROKER_KEY_HINT)
         elif key.startswith("log."):
-            warnings.append(f"{source}: unknown broker config {key}; ignored")
+            guess = did_you_mean(key, list(BROKER_CONFIGS) + list(_BROKER_SYNONYMS))
+            _not_kafkas(f"unknown broker config {key}{guess}",
+                        source=source, strict=strict, warnings=warnings, hint=_BROKER_KEY_HINT)
     defaults: dict[str, Any] = {}
     default_sources: dict[str, str] = {}
     for name, config in TOPIC_CONFIGS.items():
@@ -395,9 +423,10 @@ def parse_broker_properties(props: Mapping[str, str], *, source: str = "server.p
 
 
 def parse_topic_overrides(topic: str, props: Mapping[str, str], *, source: str,
-                          warnings: Optional[list[str]] = None) -> dict[str, Any]:
+                          warnings: Optional[list[str]] = None, strict: bool = False) -> dict[str, Any]:
     """Parse one topic's overrides (topic-config names). Unknown keys are ignored with a warning;
-    broker names given as topic configs get a pointed warning."""
+    broker names given as topic configs get a pointed warning. With ``strict`` both are a
+    ConfigError naming the topic key that was probably meant."""
     warnings = [] if warnings is None else warnings
     values: dict[str, Any] = {}
     for key, text in props.items():
@@ -407,10 +436,12 @@ def parse_topic_overrides(topic: str, props: Mapping[str, str], *, source: str,
         elif key in OTHER_TOPIC_CONFIGS:
             continue
         elif key in _BROKER_SYNONYMS:
-            warnings.append(f"{source}: {key} is a broker config; the topic config is "
-                            f"{_BROKER_SYNONYMS[key][0].name}; ignored")
+            _not_kafkas(f"{key} is a broker config, not a topic config (did you mean {_BROKER_SYNONYMS[key][0].name}?)",
+                        source=source, strict=strict, warnings=warnings, hint=_TOPIC_KEY_HINT)
         else:
-            warnings.append(f"{source}: unknown topic config {key} for topic {topic}; ignored")
+            _not_kafkas(f"unknown topic config {key} for topic {topic}"
+                        f"{did_you_mean(key, list(TOPIC_CONFIGS) + list(OTHER_TOPIC_CONFIGS))}",
+                        source=source, strict=strict, warnings=warnings, hint=_TOPIC_KEY_HINT)
     return values
 
 
@@ -441,6 +472,9 @@ def _read_properties_file(path: PathLike) -> dict[str, str]:
     except OSError as exc:
         raise ConfigError(f"cannot read ({exc.strerror or exc})", path=path,
                           hint="give the path of a readable .properties file") from None
+    if b"\0" in data:
+        raise ConfigError("not a .properties text file (it holds binary data)", path=path,
+                          hint="give a server.properties or topic .properties file")
     # Properties.load(InputStream) reads ISO-8859-1; Kafka's tools read UTF-8 files the same way
     # for ASCII content, which config names and values are.
     return parse_properties(data.decode("latin-1"), path=path)
@@ -448,23 +482,27 @@ def _read_properties_file(path: PathLike) -> dict[str, str]:
 
 def load_configs(*, broker_config: Optional[PathLike] = None,
                  topic_configs: Iterable[str] = (),
-                 topic_config_files: Iterable[str] = ()) -> KafkaConfigs:
+                 topic_config_files: Iterable[str] = (), strict: bool = False) -> KafkaConfigs:
     """Build the configs a job runs with: ``broker_config`` a server.properties path,
     ``topic_configs`` ``TOPIC:key=value`` strings (they win over files), ``topic_config_files``
-    ``TOPIC:PATH`` strings naming a properties file of topic configs."""
+    ``TOPIC:PATH`` strings naming a properties file of topic configs. ``strict``: a key that is not
+    Kafka's is a ConfigError instead of a warning."""
     warnings: list[str] = []
     broker = BrokerConfig()
     if broker_config is not None:
         source = os.fspath(broker_config)
-        broker = parse_broker_properties(_read_properties_file(broker_config), source=source, warnings=warnings)
+        broker = parse_broker_properties(_read_properties_file(broker_config), source=source, warnings=warnings,
+                                         strict=strict)
     configs = KafkaConfigs(broker=broker, warnings=warnings)
     for spec in topic_config_files:
         topic, path = _split_topic(spec, "--topic-config-file")
-        values = parse_topic_overrides(topic, _read_properties_file(path), source=path, warnings=warnings)
+        values = parse_topic_overrides(topic, _read_properties_file(path), source=path, warnings=warnings,
+                                       strict=strict)
         _merge(configs, topic, values, f"topic ({path})")
     for spec in topic_configs:
         topic, key, value = parse_topic_config_arg(spec)
-        values = parse_topic_overrides(topic, {key: value}, source=f"--topic-config {spec}", warnings=warnings)
+        values = parse_topic_overrides(topic, {key: value}, source=f"--topic-config {spec}", warnings=warnings,
+                                       strict=strict)
         _merge(configs, topic, values, f"topic (--topic-config {topic}:{key})")
     return configs
 

@@ -12,6 +12,7 @@ from typing import List
 import pyarrow as pa
 
 from . import checkpoint
+from .errors import UsageError
 from .format.compression import parse_codec
 from .format.schema import HEADERS_TYPE, TIMESTAMP_TYPE
 from .logdir import format_partition_dir_name
@@ -44,9 +45,11 @@ def _partition_records(rnd: random.Random, first_offset: int, n: int, keys: int)
 
 def generate_demo_log_dir(out, *, partitions: int = 3, records: int = 20_000, compression: str = "none",
                           seed: int = 1, topic: str = DEMO_TOPIC) -> List[Path]:
-    """Write a log dir under ``out``; returns the .log files written."""
+    """Write a new log dir at ``out`` (created, or an existing empty folder); returns the .log files
+    written. Anything already there is refused (UsageError) before a byte is written: a log dir's
+    meta.properties and checkpoints would be overwritten."""
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    prepare_new_dir(out, what="the demo log dir")
     rnd = random.Random(seed)
     codec = parse_codec(compression)
     logs, recovery, hw = [], {}, {}
@@ -72,11 +75,34 @@ def generate_demo_log_dir(out, *, partitions: int = 3, records: int = 20_000, co
     return logs
 
 
+def prepare_new_dir(out: Path, *, what: str) -> None:
+    """Create ``out`` for a command that writes a new folder; a UsageError when it is a file, a
+    folder that is not empty, or cannot be created."""
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"{what} must be a folder, and this is a file", path=out, hint="give a new folder name")
+    if out.is_dir():
+        try:
+            first = next(iter(out.iterdir()), None)
+        except OSError as e:
+            raise UsageError(f"cannot read ({e.strerror or e})", path=out) from None
+        if first is not None:
+            raise UsageError(f"{what} must be a new or empty folder, and this one holds files ({first.name}, ...); "
+                             "nothing was written", path=out,
+                             hint="give a new folder name, or remove this one first if it is an old demo")
+        return
+    try:
+        out.mkdir(parents=True)
+    except OSError as e:
+        raise UsageError(f"cannot create the folder ({e.strerror or e})", path=out,
+                         hint="give a folder in a writable place") from None
+
+
 def main(args: argparse.Namespace) -> int:
+    topic = getattr(args, "topic", DEMO_TOPIC)
     logs = generate_demo_log_dir(args.out, partitions=args.partitions, records=args.records,
-                                 compression=args.compression, seed=args.seed)
+                                 compression=args.compression, seed=args.seed, topic=topic)
     total = sum(p.stat().st_size for p in logs)
-    print(f"Wrote {len(logs)} segments ({total:,} bytes) in {args.partitions} partitions of {DEMO_TOPIC} under "
+    print(f"Wrote {len(logs)} segments ({total:,} bytes) in {args.partitions} partitions of {topic} under "
           f"{args.out}")
-    print(f"Next: kafkalog dump --files {logs[0]} --deep-iteration | head")
+    print(f"Next: kafkalog dump --files {logs[0]} --deep-iteration | head -n 5")
     return 0

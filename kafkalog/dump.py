@@ -127,6 +127,7 @@ TIME_ENTRY_SIZE = 12
 TXN_ENTRY_SIZE = 34
 
 RECORD_SUFFIXES = (".log", ".bin", ".checkpoint")
+OTHER_SUFFIXES = (".index", ".timeindex", ".txnindex", ".snapshot")    # dumped by their own readers
 BOOTSTRAP_SNAPSHOT = "bootstrap.checkpoint"
 _KRAFT_SNAPSHOT = re.compile(r"(\d{20})-(\d{10})\.checkpoint")
 _LEADING_DIGITS = re.compile(r"\d+")
@@ -206,6 +207,12 @@ class DumpResult:
 
 
 # --- small helpers ---------------------------------------------------------------------------
+
+def dumps_file_kind(path) -> bool:
+    """Whether the dump reads this file (by the text after the last dot, as Kafka dispatches)."""
+    name = os.path.basename(os.fspath(path))
+    return "." in name and name[name.rfind("."):] in RECORD_SUFFIXES + OTHER_SUFFIXES
+
 
 def _bool(value: bool) -> str:
     return "true" if value else "false"

@@ -149,3 +149,11 @@ class ConfigError(KafkalogError):
     """A Kafka configuration value is invalid (the message names the key and where it came from)."""
 
     default_hint = "fix the value; the broker would refuse it too (see the key's range in Kafka's docs)"
+
+
+# --- the command line ------------------------------------------------------------------------
+
+class UsageError(KafkalogError):
+    """A command was given arguments it cannot work with (a path that is missing or of the wrong
+    kind, an unknown topic, a bad number): the ``kafkalog`` commands and the Spark jobs exit 2 with
+    the message and touch nothing."""

@@ -3,9 +3,15 @@
 # pip's output goes to .venv/bootstrap.log and is shown only if the install fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+KAFKALOG_WHO="bootstrap"
+source scripts/preflight.sh
 PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
+  kafkalog_require_python "$PY"
+  echo "bootstrap: creating .venv and installing kafkalog with pyspark, delta and the test tools (first run: a minute or two)" >&2
   "$PY" -m venv .venv
+else
+  echo "bootstrap: checking .venv is up to date (pip install -e .[spark,test])" >&2
 fi
 if ! { .venv/bin/python -m pip install -q --upgrade pip && .venv/bin/python -m pip install -q -e ".[spark,test]"; } \
      > .venv/bootstrap.log 2>&1; then

@@ -132,8 +132,8 @@ def test_offsets_over_several_log_dirs(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv, code, message", [
-    (["--topic", "nope"], 1, "topic 'nope' has no partition folder in"),
-    (["--topic", "orders", "--partitions", "3,4"], 1, "partition(s) 3,4 of topic 'orders' not found"),
+    (["--topic", "nope"], 2, "topic 'nope' has no partition folder in"),
+    (["--topic", "orders", "--partitions", "3,4"], 2, "partition(s) 3,4 of topic 'orders' not found"),
     (["--topic", "orders", "--time", "yesterday"], 2, "'yesterday' is not a time"),
     (["--topic", "orders", "--time", "-9"], 2, "negative times other than -1..-5"),
     (["--topic", "orders", "--partitions", "a,b"], 2, "--partitions expects a comma separated list"),
@@ -148,7 +148,7 @@ def test_offsets_bad_input(log_dir, capsys, argv, code, message):
 
 def test_offsets_missing_log_dir(tmp_path, capsys):
     code, out, err = run(capsys, "offsets", "--log-dirs", tmp_path / "nowhere", "--topic", "t")
-    assert code == 1 and out == ""
+    assert code == 2 and out == ""
     assert err.startswith(f"kafkalog offsets: error: {tmp_path / 'nowhere'}: log dir does not exist")
 
 
@@ -218,8 +218,8 @@ def test_fetch_nothing_at_or_after_the_time(log_dir, capsys):
 
 
 @pytest.mark.parametrize("argv, code, message", [
-    (["--partition", "0", "--offset", "6"], 1, "offset 6 is out of range for orders-0: the log holds [0, 5)"),
-    (["--partition", "7", "--offset", "0"], 1, "partition(s) 7 of topic 'orders' not found"),
+    (["--partition", "0", "--offset", "6"], 2, "offset 6 is out of range for orders-0: the log holds [0, 5)"),
+    (["--partition", "7", "--offset", "0"], 2, "partition(s) 7 of topic 'orders' not found"),
     (["--partition", "0"], 2, "one of the arguments --offset --time is required"),
     (["--partition", "0", "--offset", "1", "--time", "-2"], 2, "not allowed with argument"),
     (["--partition", "0", "--offset", "-1"], 2, "must be >= 0"),

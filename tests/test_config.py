@@ -112,3 +112,66 @@ def test_doubles_parse_as_java_does(text, value):
 def test_doubles_java_refuses_are_refused(text):
     with pytest.raises(ConfigError, match="min.cleanable.dirty.ratio"):
         configs_from_mappings({}, {"t": {"min.cleanable.dirty.ratio": text}})
+
+
+# --- strict: what the jobs that delete or rewrite use -------------------------------------------
+
+@pytest.mark.parametrize("where, text, message", [
+    ("topic", "orders:retention.msx=1",
+     "unknown topic config retention.msx for topic orders (did you mean retention.ms?)"),
+    ("topic", "orders:retention.byte=1", "(did you mean retention.bytes?)"),
+    ("topic", "orders:log.retention.ms=1",
+     "log.retention.ms is a broker config, not a topic config (did you mean retention.ms?)"),
+    ("file", "retention.msx=1\n", "unknown topic config retention.msx for topic orders (did you mean retention.ms?)"),
+    ("file", "cleanup.polcy=compact\n", "(did you mean cleanup.policy?)"),
+    ("broker", "log.retention.hour=1\n",
+     "unknown broker config log.retention.hour (did you mean log.retention.hours?)"),
+    ("broker", "log.cleaner.enabled=false\n", "(did you mean log.cleaner.enable?)"),
+    ("broker", "retention.ms=5\n",
+     "retention.ms is a topic config, not a broker config (the broker's key is log.retention.ms"),
+])
+def test_strict_configs_refuse_keys_that_are_not_kafkas_with_a_suggestion(tmp_path, where, text, message):
+    kwargs = {}
+    if where == "topic":
+        kwargs["topic_configs"] = [text]
+    elif where == "file":
+        (tmp_path / "orders.properties").write_text(text)
+        kwargs["topic_config_files"] = [f"orders:{tmp_path / 'orders.properties'}"]
+    else:
+        (tmp_path / "server.properties").write_text(text)
+        kwargs["broker_config"] = tmp_path / "server.properties"
+    lenient = load_configs(**kwargs)                           # read-only jobs: a warning, the value ignored
+    assert any(message.split(" (did")[0] in w for w in lenient.warnings)
+    with pytest.raises(ConfigError) as info:
+        load_configs(**kwargs, strict=True)
+    assert message in str(info.value)
+
+
+def test_strict_configs_accept_every_kafka_key_and_ignore_non_log_broker_settings(tmp_path):
+    from kafkalog.config import BROKER_CONFIGS, OTHER_TOPIC_CONFIGS, TOPIC_CONFIGS
+
+    props = tmp_path / "server.properties"
+    props.write_text("listeners=PLAINTEXT://:9092\nnum.network.threads=3\nlog.retention.hours=168\n"
+                     "log.dir.failure.timeout.ms=30000\nlog.cleaner.threads=2\nlog.flush.interval.messages=10\n")
+    topic = tmp_path / "t.properties"
+    def text(value):
+        if isinstance(value, tuple):
+            return ",".join(value)
+        return str(value).lower() if isinstance(value, bool) else str(value)
+    values = {k: text(c.default) for k, c in TOPIC_CONFIGS.items()} | {k: "1" for k in OTHER_TOPIC_CONFIGS}
+    values["retention.ms"] = "1000"
+    topic.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
+    configs = load_configs(broker_config=props, topic_config_files=[f"t:{topic}"], strict=True)
+    assert configs.warnings == [] and configs.for_topic("t").retention_ms == 1000
+    assert "log.dir.failure.timeout.ms" in BROKER_CONFIGS
+
+
+def test_which_jobs_are_strict():
+    from types import SimpleNamespace
+
+    from udfs.job import strict_configs
+
+    assert strict_configs("retention", SimpleNamespace()) and strict_configs("compact", SimpleNamespace(dry_run=True))
+    assert strict_configs("reindex", SimpleNamespace(verify_only=False))
+    assert not strict_configs("reindex", SimpleNamespace(verify_only=True))
+    assert not strict_configs("catalog", SimpleNamespace())

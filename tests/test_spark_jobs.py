@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -171,6 +172,10 @@ def test_spark_submit_script_runs_a_job_with_the_zip(tmp_path):
                           capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "to be freed" in done.stdout
+    # results alone on stdout; progress (partitions done) and Spark's log on stderr
+    assert "[kafkalog" not in done.stdout and "WARN" not in done.stdout
+    assert re.search(r"\] planning retention: (\d+)/\1 partitions$", done.stderr, re.M), done.stderr
+    assert "starting Spark" in done.stderr
     assert json.loads(report.read_text())["summary"]["segments_deleted"] == 4
 
 

@@ -32,8 +32,8 @@ import pyarrow as pa
 from kafkalog.cleaner.partition_run import CLEANED, ERROR, ROW_FIELDS, WOULD_CLEAN, run_partition
 
 from . import delta_tables
-from .job import EXIT_OK, EXIT_PARTIAL, add_config_arguments, base_parser, locked_log_dirs, parse_time_ms, \
-    progress, start_job, UsageError, write_report
+from .job import (EXIT_OK, EXIT_PARTIAL, add_config_arguments, add_html_argument, base_parser, locked_log_dirs,
+                  parse_time_ms, progress, start_job, table_path, UsageError, write_html, write_report)
 from .partitions import partition_folders_of, topics_option
 from .session import build_session
 
@@ -93,9 +93,11 @@ def build_parser():
                              "compaction lags, producer expiry")
     parser.add_argument("--dry-run", action="store_true", help="compute everything, write nothing but the report "
                         "(and the audit rows, flagged dry_run)")
-    parser.add_argument("--audit", metavar="PATH", help="Delta table to append one row per partition to")
+    parser.add_argument("--audit", metavar="PATH", type=table_path,
+                        help="Delta table to append one row per partition to")
     parser.add_argument("--explain", action="append", default=[], type=_explain_target,
                         metavar="TOPIC:PARTITION:OFFSET", help="print why that record was kept or removed (repeatable)")
+    add_html_argument(parser)
     add_config_arguments(parser)
     return parser
 
@@ -229,6 +231,7 @@ def main(argv: Sequence[str], *, spark=None) -> int:
                   partitions=partitions, explain=explained, audit=audit)
     _print_summary(report)
     write_report(args.report, report)
+    write_html(args.html, report)
     failed = summary["statuses"].get(ERROR, 0) or refused
     return EXIT_PARTIAL if failed else EXIT_OK
 

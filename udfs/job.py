@@ -21,19 +21,31 @@ from typing import Callable, NamedTuple, Optional, Sequence
 
 from kafkalog.checkpoint import atomic_write
 from kafkalog.cli import _non_negative_int as _non_negative  # noqa: F401 - the jobs' argument type too
+from kafkalog.cli import check_log_dir
 from kafkalog.config import KafkaConfigs, load_configs
-from kafkalog.errors import ConfigError, KafkalogError, LogDirLockedError
+from kafkalog.errors import ConfigError, KafkalogError, LogDirLockedError, UsageError
 from kafkalog.logdir import is_locked, lock_log_dir
+
+from . import progress as _progress
 
 EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, EXIT_FAILED = 0, 1, 2, 3
 
 
-class UsageError(Exception):
-    """Bad arguments: exit 2 with the message."""
+# Jobs that delete or rewrite log files: there a config key that is not Kafka's (a misspelt
+# retention.ms would silently fall back to the default) is an error, dry runs included. Read-only
+# runs (catalog, reindex --verify-only) warn instead: nothing they do can lose data, and they stay
+# usable with a newer broker's server.properties whose log.* keys kafkalog does not know yet.
+REWRITING_JOBS = frozenset(("retention", "compact", "reindex"))
 
 
 class JobArgumentParser(argparse.ArgumentParser):
-    """argparse that raises UsageError instead of exiting, so ``run`` owns the exit code."""
+    """argparse that raises UsageError instead of exiting, so ``run`` owns the exit code, and that
+    never accepts an abbreviated option: ``--exec`` must not run ``--execute``."""
+
+    def __init__(self, *args, job: Optional[str] = None, **kwargs):
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
+        self.job = job
 
     def error(self, message: str):   # type: ignore[override]
         raise UsageError(f"{message} (see --help)")
@@ -44,6 +56,26 @@ def _log_dir_list(text: str) -> list[str]:
     if not dirs:
         raise argparse.ArgumentTypeError("no log dir given")
     return dirs
+
+
+def report_path(text: str) -> str:
+    """``--report``: a file to (re)write; an existing folder there is refused before the job starts."""
+    if os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text} is a folder; give the path of a .json file to write")
+    return text
+
+
+def table_path(text: str) -> str:
+    """A Delta table a job writes or appends to: a new or empty folder, or an existing Delta table
+    (a folder with ``_delta_log``). A file, or a folder holding something else, is refused before the
+    job starts: the job would write Parquet files and a log into it."""
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a file; give a folder for the Delta table")
+    if path.is_dir() and not (path / "_delta_log").is_dir() and any(path.iterdir()):
+        raise argparse.ArgumentTypeError(f"{text} is a folder holding other files, not a Delta table; give a new "
+                                         "folder name or an existing Delta table")
+    return text
 
 
 def parse_time_ms(text: str) -> int:
@@ -63,15 +95,20 @@ def parse_time_ms(text: str) -> int:
 
 def base_parser(job: str, description: str, *, epilog: Optional[str] = None) -> JobArgumentParser:
     parser = JobArgumentParser(prog=f"spark-submit.sh {job}", description=description, epilog=epilog,
-                               formatter_class=argparse.RawDescriptionHelpFormatter)
+                               formatter_class=argparse.RawDescriptionHelpFormatter, job=job)
     parser.add_argument("--log-dirs", action="append", type=_log_dir_list, metavar="DIR[,DIR...]",
                         help="Kafka log dirs to work on (repeatable or comma-separated; default: log.dirs of "
                              "--broker-config)")
-    parser.add_argument("--report", metavar="PATH", help="write a machine-readable JSON report here")
+    parser.add_argument("--report", metavar="PATH", type=report_path, help="write a machine-readable JSON report here")
     parser.add_argument("--master", metavar="URL", help="Spark master (default: $SPARK_MASTER, else local[*])")
     parser.add_argument("--delta-engine", choices=("auto", "spark", "rs"), default="auto",
                         help="Delta writer: delta-spark when the session has it (auto), or delta-rs (rs)")
     return parser
+
+
+def add_html_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--html", metavar="PATH",
+                        help="also write the report as one self-contained HTML page with charts (opens offline)")
 
 
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
@@ -84,16 +121,22 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
                        help="a .properties file of topic configs for TOPIC (repeatable)")
 
 
-def load_job_configs(args) -> KafkaConfigs:
+def strict_configs(job: Optional[str], args) -> bool:
+    """Whether unknown config keys are errors for this run (see REWRITING_JOBS)."""
+    return job in REWRITING_JOBS and not getattr(args, "verify_only", False)
+
+
+def load_job_configs(args, *, strict: bool = False) -> KafkaConfigs:
     configs = load_configs(broker_config=args.broker_config, topic_configs=args.topic_config,
-                           topic_config_files=args.topic_config_file)
+                           topic_config_files=args.topic_config_file, strict=strict)
     for warning in configs.warnings:
         progress(f"warning: {warning}")
     return configs
 
 
 def resolve_log_dirs(args, configs: Optional[KafkaConfigs] = None) -> list[Path]:
-    """--log-dirs, else the broker config's log.dirs; each must be an existing folder."""
+    """--log-dirs, else the broker config's log.dirs; each must be an existing folder. Returned as
+    absolute paths: Spark's Python workers need not share the driver's working directory."""
     dirs = [d for group in (args.log_dirs or []) for d in group]
     if not dirs and configs is not None and getattr(args, "broker_config", None):
         dirs = list(configs.broker.log_dirs)
@@ -101,9 +144,8 @@ def resolve_log_dirs(args, configs: Optional[KafkaConfigs] = None) -> list[Path]
         raise UsageError("give --log-dirs DIR[,DIR...] (or --broker-config with log.dirs)")
     paths = []
     for d in dirs:
-        path = Path(d)
-        if not path.is_dir():
-            raise UsageError(f"log dir {d} does not exist or is not a folder")
+        check_log_dir(d)
+        path = Path(os.path.abspath(d))
         if any(path.resolve() == p.resolve() for p in paths):
             raise UsageError(f"log dir {d} is given twice")
         paths.append(path)
@@ -127,7 +169,7 @@ def start_job(parser: argparse.ArgumentParser, argv: Sequence[str], check=None) 
     args = parser.parse_args(argv)
     if check is not None:
         check(args)
-    configs = load_job_configs(args)
+    configs = load_job_configs(args, strict=strict_configs(getattr(parser, "job", None), args))
     log_dirs = resolve_log_dirs(args, configs)
     run_at = now_ms()
     now = getattr(args, "now_ms", None)
@@ -161,7 +203,7 @@ def locked_log_dirs(log_dirs, *, modifying: bool, read_only_note: str):
 
 def progress(message: str) -> None:
     """One progress line on stderr (stdout carries the human summary)."""
-    print(f"[kafkalog {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+    _progress.message(message)
 
 
 def write_report(path: Optional[str], report: dict) -> None:
@@ -172,6 +214,23 @@ def write_report(path: Optional[str], report: dict) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(target, data)
     progress(f"report written to {target}")
+
+
+def write_html(path: Optional[str], report: dict) -> None:
+    """The report as an HTML page (``kafkalog.report_html``), written atomically; prints its size."""
+    if not path:
+        return
+    from kafkalog.report_html import render_page
+
+    data = render_page(report).encode("utf-8")
+    target = Path(path)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(target, data)
+    except OSError as exc:
+        raise KafkalogError(f"cannot write the HTML page: {exc.strerror or exc}", path=target,
+                            hint="the job's work and its JSON report are not affected") from None
+    progress(f"HTML page written to {target} ({len(data) / 1e6:.1f} MB)")
 
 
 def _json_default(value):
@@ -188,7 +247,8 @@ def run(job: str, main: Callable[[Sequence[str]], int], argv: Optional[Sequence[
     """Run a job's ``main`` and turn failures into exit codes and one-line messages."""
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        return main(argv)
+        with _progress.watch():
+            return main(argv)
     except UsageError as exc:
         print(f"spark-submit.sh {job}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

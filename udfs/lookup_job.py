@@ -15,6 +15,7 @@ with ``why = "bad_query"`` and the reason, never by failing the job.
 """
 from __future__ import annotations
 
+import argparse
 import time
 import uuid
 from pathlib import Path
@@ -26,7 +27,8 @@ from kafkalog.errors import KafkalogError
 from kafkalog.logdir import LIVE, parse_partition_dir_name
 
 from . import delta_tables
-from .job import (EXIT_OK, EXIT_PARTIAL, UsageError, base_parser, progress, resolve_log_dirs, write_report)
+from .job import (EXIT_OK, EXIT_PARTIAL, UsageError, base_parser, progress, report_path, resolve_log_dirs,
+                  table_path, write_report)
 from .partitions import list_partition_folders, spark_arrow_schema
 from .session import build_session
 
@@ -54,18 +56,40 @@ RESULT_SCHEMA = pa.schema([
 ])
 
 
+def queries_path(text: str) -> str:
+    """``--queries``: an existing CSV or JSON-lines file, or a Delta table folder (checked before Spark starts)."""
+    path = Path(text)
+    if not path.exists():
+        raise argparse.ArgumentTypeError(f"{text} does not exist; give a CSV (header topic,partition,timestamp"
+                                         "/offset), a JSON-lines file or a Delta table folder")
+    if path.is_dir() and not (path / "_delta_log").is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a folder but not a Delta table (no _delta_log); give a CSV, a "
+                                         "JSON-lines file or a Delta table folder")
+    return text
+
+
+def delta_table_input(text: str) -> str:
+    """``--catalog``: the catalog job's Delta table (a folder holding ``_delta_log``)."""
+    if not (Path(text) / "_delta_log").is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is not a Delta table (no {text}/_delta_log); give the --catalog "
+                                         "table the catalog job wrote")
+    return text
+
+
 def build_parser():
     parser = base_parser(JOB, DESCRIPTION, epilog=(
         "Answers follow kafkalog.lookup (README: lookups): not found = found false, offset -1, with `why`.\n"
         "Offset lookups give the batch a fetch from that offset starts at (segment, position, base/last offset)."))
-    parser.add_argument("--queries", required=True, metavar="FILE",
+    parser.add_argument("--queries", required=True, metavar="FILE", type=queries_path,
                         help="CSV (header), JSON lines (.json/.jsonl) or a Delta table folder of queries")
-    parser.add_argument("--catalog", metavar="PATH", help="resolve partitions from this catalog Delta table "
+    parser.add_argument("--catalog", metavar="PATH", type=delta_table_input,
+                        help="resolve partitions from this catalog Delta table "
                                                            "instead of listing the log dirs")
     parser.add_argument("--isolation", choices=("log_end", "high_watermark"), default="log_end",
                         help="LATEST and the upper bound: the log end offset, or the checkpointed high watermark")
-    parser.add_argument("--output", metavar="PATH", help="Delta table to write the answers to (replaced)")
-    parser.add_argument("--output-json", metavar="PATH", help="write the answers as JSON lines here")
+    parser.add_argument("--output", metavar="PATH", type=table_path,
+                        help="Delta table to write the answers to (replaced)")
+    parser.add_argument("--output-json", metavar="PATH", type=report_path, help="write the answers as JSON lines here")
     parser.add_argument("--dry-run", action="store_true", help="read and resolve the queries; look nothing up")
     return parser
 

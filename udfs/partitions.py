@@ -11,7 +11,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 import pyarrow as pa
 
 from kafkalog.catalog import catalog_rows, error_rows, load_partition, read_log_dir_checkpoints
-from kafkalog.errors import KafkalogError
+from kafkalog.errors import KafkalogError, UsageError
 from kafkalog.logdir import REMOTE_INDEX_CACHE_DIR, parse_partition_dir_name, scan_partition_dir
 
 FOLDER_SCHEMA = pa.schema([pa.field("log_dir", pa.string()), pa.field("partition_dir", pa.string())])
@@ -43,9 +43,19 @@ def topics_option(text: str | None) -> set[str] | None:
 
 
 def partition_folders_of(log_dirs: Iterable[os.PathLike | str], topics: set[str] | None) -> list[tuple[str, str]]:
-    """list_partition_folders, keeping only the folders of ``topics`` when it is given."""
+    """list_partition_folders, keeping only the folders of ``topics`` when it is given; a topic with no
+    folder there is a UsageError (a misspelt ``--topics`` would otherwise do nothing, silently)."""
+    log_dirs = list(log_dirs)
     folders = list_partition_folders(log_dirs)
-    return folders if topics is None else [f for f in folders if topic_of_folder(f[1]) in topics]
+    if topics is None:
+        return folders
+    present = {topic_of_folder(f[1]) for f in folders}
+    unknown = sorted(topics - present)
+    if unknown:
+        known = ", ".join(sorted(t for t in present if t)[:20]) or "none"
+        raise UsageError(f"--topics: no partition folder of {', '.join(unknown)} in "
+                         f"{', '.join(map(os.fspath, log_dirs))}", hint=f"topics there: {known}")
+    return [f for f in folders if topic_of_folder(f[1]) in topics]
 
 
 def folders_frame(spark, folders: Sequence[tuple[str, str]], *, tasks: int | None = None):
@@ -71,9 +81,10 @@ def spark_arrow_schema(schema: pa.Schema) -> pa.Schema:
     return pa.schema([pa.field(f.name, fix(f.type), f.nullable) for f in schema])
 
 
-def map_folders(df, per_folder: Callable[[str, str, dict], list[dict]], schema: pa.Schema):
+def map_folders(df, per_folder: Callable[[str, str, dict], list[dict]], schema: pa.Schema, *, counter=None):
     """``mapInArrow`` running ``per_folder(log_dir, folder, task_cache) -> rows`` for each folder; the
-    task cache lets a task read each log dir's checkpoints once."""
+    task cache lets a task read each log dir's checkpoints once. ``counter`` (``udfs.progress.count_folders``)
+    counts the folders done, for the job's progress line."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
     out_schema = spark_arrow_schema(schema)
@@ -84,6 +95,8 @@ def map_folders(df, per_folder: Callable[[str, str, dict], list[dict]], schema: 
             rows = []
             for log_dir, folder in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
                 rows.extend(per_folder(log_dir, folder, cache))
+                if counter is not None:
+                    counter.add(1)
             if rows:
                 yield pa.RecordBatch.from_pylist(rows, schema=schema).cast(out_schema)
 

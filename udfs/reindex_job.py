@@ -25,8 +25,9 @@ from kafkalog.reindex import ERROR, REINDEX_SCHEMA, partition_error_row, reindex
 
 from . import delta_tables
 from .job import (EXIT_OK, EXIT_PARTIAL, add_config_arguments, base_parser, locked_log_dirs, progress, start_job,
-                  UsageError, write_report)
+                  table_path, UsageError, write_report)
 from .partitions import folders_frame, list_partition_folders, map_folders
+from .progress import count_folders
 from .session import build_session
 
 JOB = "reindex"
@@ -53,7 +54,7 @@ def build_parser():
     parser.add_argument("--truncate-corrupt-tail", action="store_true",
                         help="cut a .log's invalid tail as Kafka's recovery does, saving the cut bytes in "
                              "corrupt-tail-<base>-at-<position>.bin beside it, then reindex the segment")
-    parser.add_argument("--results", metavar="PATH", help="Delta table to append every file's row to")
+    parser.add_argument("--results", metavar="PATH", type=table_path, help="Delta table to append every file's row to")
     add_config_arguments(parser)
     return parser
 
@@ -78,7 +79,8 @@ def reindex_frame(spark, folders, *, configs, verify_only: bool, include_active:
             return [partition_error_row(log_dir=log_dir, folder=folder, topic=topic, partition=partition,
                                         message=str(exc))]
 
-    return map_folders(folders_frame(spark, folders), per_folder, REINDEX_SCHEMA)
+    counter = count_folders(spark, len(folders), "verifying indexes" if verify_only else "reindexing")
+    return map_folders(folders_frame(spark, folders), per_folder, REINDEX_SCHEMA, counter=counter)
 
 
 def summarize(rows: list[dict]) -> dict:

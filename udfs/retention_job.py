@@ -23,10 +23,11 @@ from kafkalog.retention_run import (ERROR, OUTCOME_SCHEMA, finish_log_dir, publi
                                     retention_summary)
 
 from . import delta_tables
-from .job import (EXIT_OK, EXIT_PARTIAL, _non_negative, add_config_arguments, base_parser, locked_log_dirs,
-                  parse_time_ms, progress, start_job, write_report)
+from .job import (EXIT_OK, EXIT_PARTIAL, _non_negative, add_config_arguments, add_html_argument, base_parser,
+                  locked_log_dirs, parse_time_ms, progress, start_job, table_path, write_html, write_report)
 from .partitions import (cached_checkpoints, folders_frame, map_folders, partition_folders_of, spark_arrow_schema,
                          topics_option)
+from .progress import count_folders
 from .session import build_session
 
 JOB = "retention"
@@ -75,7 +76,9 @@ def build_parser():
                         help=f"what a missing replication-offset-checkpoint entry means (default {HW_MISSING_ZERO}; "
                              f"{HW_MISSING_LOG_END}: log end offset)")
     parser.add_argument("--topics", metavar="T[,T...]", help="only these topics")
-    parser.add_argument("--audit", metavar="PATH", help="Delta table to append every segment's decision to")
+    parser.add_argument("--audit", metavar="PATH", type=table_path,
+                        help="Delta table to append every segment's decision to")
+    add_html_argument(parser)
     add_config_arguments(parser)
     return parser
 
@@ -91,7 +94,8 @@ def plan_and_apply(spark, folders, *, configs, now, hw_missing, execute, delete_
                                    checkpoints=cached_checkpoints(log_dir, cache))
         return [public_outcome(outcome)]
 
-    df = map_folders(folders_frame(spark, folders), per_folder, OUTCOME_SCHEMA)
+    counter = count_folders(spark, len(folders), "applying retention" if execute else "planning retention")
+    df = map_folders(folders_frame(spark, folders), per_folder, OUTCOME_SCHEMA, counter=counter)
     return df.toArrow().to_pylist()
 
 
@@ -157,6 +161,7 @@ def main(argv: Sequence[str], *, spark=None) -> int:
         checkpoints=checkpoints, audit=audit)
     _print_summary(report)
     write_report(args.report, report)
+    write_html(args.html, report)
     failed = summary["statuses"].get(ERROR, 0) or refused
     return EXIT_PARTIAL if failed else EXIT_OK
 

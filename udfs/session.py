@@ -38,6 +38,10 @@ def build_session(app_name: str, *, master: Optional[str] = None, conf: Optional
 
     builder = SparkSession.builder.appName(app_name)
     master = master or os.environ.get("SPARK_MASTER")
+    if SparkSession.getActiveSession() is None:
+        from .progress import message
+        message(f"starting Spark ({master or os.environ.get('MASTER') or DEFAULT_MASTER}; the first start takes "
+                "a few seconds)")
     if master:
         builder = builder.master(master)
     elif "PYSPARK_GATEWAY_PORT" not in os.environ:   # not launched by spark-submit, which sets --master
