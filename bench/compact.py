@@ -320,7 +320,7 @@ def run_job(logs: Path, name: str, extra=(), broker_props: dict = None) -> dict:
         raise SystemExit(f"compact job exited {code}: {out[-2000:]} {[m for _, m in marks][-20:]}")
     rep = json.loads(report.read_text())
     parts = [p for p in rep["partitions"] if p["status"] == "cleaned"]
-    started = next((t for t, m in marks if "[Stage" in m), None)       # the session is up, the stage starts
+    started = next((t for t, m in marks if "one task per folder" in m or "[Stage" in m), None)   # session up
     return dict(wall_s=wall, upper=[p["upper_bound_offset"] for p in parts], bytes=sum(p["bytes_read"] for p in parts), records=sum(p["records_read"] for p in parts),
                 kept=sum(p["records_kept"] for p in parts), passes=[p["passes"] for p in parts],
                 map_keys=[p["map_keys"] for p in parts], map_bytes=[p["map_bytes"] for p in parts],
