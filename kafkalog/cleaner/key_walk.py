@@ -15,7 +15,7 @@ What the recopy asks per record comes back as ``KeyVerdicts.lookup``: the map's 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -122,11 +122,11 @@ class KeyVerdicts:
 
 @dataclass
 class _DirtyWalk:
-    """The map pass's batches, with the tracker's verdict kept after the first pass."""
+    """The map pass's batches. Every pass runs the transaction tracker afresh over them (it sees
+    only the transactional and control batches, so this costs little); a verdict cached per window
+    would be wrong, as the decoder may cut the same batches into windows differently each time."""
     segments: List[Tuple[LogSegment, int]]            # (segment, start position)
     records: int                                       # records of the walked batches (an upper bound on keys)
-    enters: List[List[np.ndarray]] = field(default_factory=list)   # per segment, per window: uint8 per batch
-    done: bool = False                                 # ``enters`` holds every window
 
 
 def _enter_flags(w: _Window, tracker: CleanedTransactionMetadata) -> np.ndarray:
@@ -148,26 +148,16 @@ def _insert_pass(plan, walk: _DirtyWalk, m: km.KeyMap, n_slices: int, s: int, ma
                  mode: int = km.WALK_INSERT, registers: Optional[np.ndarray] = None) -> Tuple[bool, int]:
     """Pass s: keys of slice s into the map (or, WALK_COUNT, into ``registers``). Returns
     (complete, records put before it filled)."""
-    first_pass = not walk.done
-    tracker = None
-    if first_pass:
-        walk.enters = []
-        tracker = CleanedTransactionMetadata()
-        tracker.add_aborted_transactions(collect_aborted_transactions(
-            plan.segments, plan.first_dirty_offset, plan.upper_bound_offset, plan.log_start_offset))
+    tracker = CleanedTransactionMetadata()
+    tracker.add_aborted_transactions(collect_aborted_transactions(
+        plan.segments, plan.first_dirty_offset, plan.upper_bound_offset, plan.log_start_offset))
     put = 0
     zeros = np.zeros(1, np.uint8)
     counters = registers if registers is not None else zeros
     ords = np.zeros(0, np.int64)
-    for k, (seg, pos) in enumerate(walk.segments):
-        if first_pass:
-            walk.enters.append([])
-        for j, w in enumerate(_windows(seg, pos, max_batch_bytes)):
-            if first_pass:
-                flags = _enter_flags(w, tracker)
-                walk.enters[k].append(flags)
-            else:
-                flags = walk.enters[k][j]
+    for seg, pos in walk.segments:
+        for w in _windows(seg, pos, max_batch_bytes):
+            flags = _enter_flags(w, tracker)
             counts = w.headers.recordsCount.astype(np.int64)
             b, k, at = 0, 0, -1
             while True:
@@ -182,7 +172,6 @@ def _insert_pass(plan, walk: _DirtyWalk, m: km.KeyMap, n_slices: int, s: int, ma
                 return False, put
             if status == km.WALK_MALFORMED:
                 _refuse(w, seg, b, at, max_batch_bytes)
-    walk.done = True
     return True, put
 
 
