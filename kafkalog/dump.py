@@ -990,7 +990,7 @@ class Dumper:
                 s.entries += 1
                 if mv is not None:
                     try:
-                        found = self._time_entry_check(mv, offset_index, offset, log.path)
+                        found = self._time_entry_check(mv, offset_index, offset, log.path, index_path)
                     except KafkalogError as e:
                         yield self._error(s, CorruptIndexError(
                             f"entry {i} (timestamp {timestamp}, offset {offset}): {e.message}", path=path,
@@ -1032,10 +1032,13 @@ class Dumper:
         if size_error is not None:
             yield self._error(s, size_error)
 
-    def _time_entry_check(self, mv, offset_index, offset: int, log_path) -> Tuple[int, int]:
+    def _time_entry_check(self, mv, offset_index, offset: int, log_path, offset_index_name=None) -> Tuple[int, int]:
         """(lastOffset of the first batch reaching ``offset``, max record timestamp of that batch);
         (-1, -1) when no batch reaches it. The walk starts at the offset index's lookup position."""
         position = offset_index.lookup(offset)[1] if offset_index is not None else 0
+        if position < 0:
+            raise CorruptIndexError(f"the offset index {offset_index_name} maps offset {offset} to byte position "
+                                    f"{position}, which is negative", hint=_NO_HINT)
         if position > len(mv):
             position = 0
         for pos, size, magic in _walk(mv, position, len(mv), log_path):

@@ -139,6 +139,12 @@ def _too_big(codec: int, max_bytes: int) -> DecompressedSizeError:
     return DecompressedSizeError(f"{codec_name(codec)} payload expands beyond {max_bytes} bytes")
 
 
+def _block_too_big(codec: int, block_bytes: int, used: int, max_bytes: int) -> DecompressedSizeError:
+    """A block whose declared size does not fit: names that size, what came before it, and the cap."""
+    return DecompressedSizeError(f"{codec_name(codec)} block expands to {block_bytes} bytes; with the {used} bytes "
+                                 f"before it the payload would exceed {max_bytes} bytes")
+
+
 def _put(out: OutputBuffer, at: int, data) -> int:
     n = len(data)
     out.reserve(at + n, at)[at:at + n] = np.frombuffer(data, dtype=np.uint8)
@@ -195,18 +201,19 @@ def _unsnappy(data, out: OutputBuffer, at: int, max_bytes: int) -> int:
         pos += 4
         if pos + length > end:
             raise DecompressionError(f"snappy: chunk of {length} bytes runs past the payload end")
-        at = _raw_snappy(data[pos:pos + length], out, at, max_bytes - (at - start))
+        at = _raw_snappy(data[pos:pos + length], out, at, max_bytes, used=at - start)
         pos += length
     return at
 
 
-def _raw_snappy(block, out: OutputBuffer, at: int, max_bytes: int) -> int:
+def _raw_snappy(block, out: OutputBuffer, at: int, max_bytes: int, used: int = 0) -> int:
+    """One raw snappy block at ``at``; ``used`` bytes of the payload's ``max_bytes`` came before it."""
     try:
         n = cramjam.snappy.decompress_raw_len(block)
     except Exception as e:  # cramjam raises its own DecompressionError
         raise DecompressionError(f"snappy: {e}") from None
-    if n > max_bytes:
-        raise _too_big(SNAPPY, max_bytes)
+    if used + n > max_bytes:
+        raise _block_too_big(SNAPPY, n, used, max_bytes)
     arr = out.reserve(at + n, at)
     try:
         written = cramjam.snappy.decompress_raw_into(block, arr[at:at + n])
