@@ -269,10 +269,55 @@ _held_guard = threading.RLock()
 _OPEN_FLAGS = getattr(os, "O_CLOEXEC", 0)
 
 
-def _lock_holder(fd: int) -> Optional[int]:
-    """The pid holding a lock that would refuse an exclusive lock on fd's file (-1 for an OFD lock,
-    which has no pid), or None. F_OFD_GETLK (Linux >= 3.15) also reports this process's own POSIX
-    locks; F_GETLK, the fallback for older kernels, does not."""
+# kafkalog takes its lock over [0, KAFKALOG_LOCK_LENGTH): it overlaps the whole-file lock a broker
+# takes (FileChannel.tryLock(): [0, Long.MAX_VALUE)), so either refuses the other, and the length tells
+# a lock query which of the two holds the file without writing anything into it.
+KAFKALOG_LOCK_LENGTH = 0x6B61666B61        # "kafka" as an integer: ~460 GB, far past a .lock's size
+JAVA_WHOLE_FILE_LOCK_LENGTH = (1 << 63) - 1
+
+
+@dataclass(frozen=True)
+class LockHolder:
+    """What the kernel says about a lock that refuses ours: the holder's pid (None when it cannot be
+    known: an OFD lock, another host or PID namespace) and the locked range's length."""
+    pid: Optional[int]
+    length: int
+
+    @property
+    def is_kafkalog(self) -> bool:
+        return self.length == KAFKALOG_LOCK_LENGTH
+
+    def describe(self) -> str:
+        """"another kafkalog job (PID 12, python jobs/compact.py …)", "a Kafka broker …", or "a broker or
+        other process …", as far as the lock and /proc tell."""
+        if self.is_kafkalog:
+            who = "another kafkalog job"
+        elif self.length == JAVA_WHOLE_FILE_LOCK_LENGTH:
+            command = _command_line(self.pid)
+            who = "a Kafka broker" if command and "kafka.Kafka" in command else "a broker or other Java process"
+        else:
+            who = "a broker or other process"
+        if self.pid is None:
+            return f"{who} (PID unknown: another host or PID namespace)"
+        command = _command_line(self.pid)
+        return f"{who} (PID {self.pid}{', ' + command if command else ''})"
+
+
+def _command_line(pid: Optional[int], limit: int = 120) -> Optional[str]:
+    if pid is None or not sys.platform.startswith("linux"):
+        return None
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    text = " ".join(part.decode("utf-8", "replace") for part in raw.split(b"\0") if part)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _lock_holder(fd: int) -> Optional[LockHolder]:
+    """Who holds a lock that would refuse an exclusive lock on fd's file, or None. F_OFD_GETLK
+    (Linux >= 3.15) also reports this process's own POSIX locks; F_GETLK, the fallback for older
+    kernels, does not."""
     request = _FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0)
     command = getattr(fcntl, "F_OFD_GETLK", None)
     reply = None
@@ -284,8 +329,10 @@ def _lock_holder(fd: int) -> Optional[int]:
                 raise
     if reply is None:
         reply = fcntl.fcntl(fd, fcntl.F_GETLK, request)
-    lock_type, _whence, _start, _length, pid = _FLOCK.unpack(reply)
-    return None if lock_type == fcntl.F_UNLCK else pid
+    lock_type, _whence, _start, length, pid = _FLOCK.unpack(reply)
+    if lock_type == fcntl.F_UNLCK:
+        return None
+    return LockHolder(pid if pid > 0 else None, length)
 
 
 def _probe_locked(lock_path: Path) -> bool:
@@ -302,6 +349,38 @@ def _probe_locked(lock_path: Path) -> bool:
         return False
     finally:
         os.close(fd)
+
+
+_LOCKED_HINT_KAFKALOG = "wait for that job to finish (or stop it), then run again"
+
+
+def lock_holder(log_dir: PathLike) -> Optional[LockHolder]:
+    """Who holds the log dir's ``.lock`` (None: nobody, or the file is absent; this process's own lock
+    is reported too). Linux only; elsewhere None. Raises OSError when it cannot tell."""
+    if not _USE_GETLK:
+        return None
+    lock_path = Path(log_dir) / LOCK_FILE
+    with _held_guard:
+        try:
+            status = os.stat(lock_path)
+        except FileNotFoundError:
+            return None
+        if (status.st_dev, status.st_ino) in _held_locks:
+            return LockHolder(os.getpid(), KAFKALOG_LOCK_LENGTH)
+        fd = os.open(lock_path, os.O_RDONLY | _OPEN_FLAGS)
+        try:
+            return _lock_holder(fd)
+        finally:
+            os.close(fd)
+
+
+def describe_lock_holder(log_dir: PathLike) -> str:
+    """A phrase for messages: who holds the log dir's lock, as far as can be known."""
+    try:
+        holder = lock_holder(log_dir)
+    except OSError:
+        holder = None
+    return holder.describe() if holder is not None else "a live process (a broker or another job)"
 
 
 def is_locked(log_dir: PathLike) -> bool:
@@ -345,7 +424,7 @@ def lock_log_dir(log_dir: PathLike) -> Iterator[Path]:
             raise LogDirLockedError("this process already holds the log dir lock", path=lock_path)
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | _OPEN_FLAGS, 0o666)
         try:
-            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, KAFKALOG_LOCK_LENGTH)
         except OSError as exc:
             holder = None
             if exc.errno in (errno.EACCES, errno.EAGAIN) and _USE_GETLK:
@@ -355,8 +434,10 @@ def lock_log_dir(log_dir: PathLike) -> Iterator[Path]:
                     holder = None
             os.close(fd)
             if exc.errno in (errno.EACCES, errno.EAGAIN):
-                who = f"process {holder}" if holder and holder > 0 else "another process"
-                raise LogDirLockedError(f"the log dir is locked by {who}", path=lock_path) from None
+                who = holder.describe() if holder is not None else "another process"
+                raise LogDirLockedError(f"the log dir is locked by {who}", path=lock_path,
+                                        hint=_LOCKED_HINT_KAFKALOG if holder is not None and holder.is_kafkalog
+                                        else None) from None
             raise
         status = os.fstat(fd)
         key = (status.st_dev, status.st_ino)
@@ -367,7 +448,7 @@ def lock_log_dir(log_dir: PathLike) -> Iterator[Path]:
         with _held_guard:
             _held_locks.pop(key, None)
             try:
-                fcntl.lockf(fd, fcntl.LOCK_UN)
+                fcntl.lockf(fd, fcntl.LOCK_UN, KAFKALOG_LOCK_LENGTH)
             finally:
                 os.close(fd)
 

@@ -23,7 +23,7 @@ from kafkalog.checkpoint import atomic_write
 from kafkalog.cli import _non_negative_int as _non_negative  # noqa: F401 - the jobs' argument type too
 from kafkalog.config import KafkaConfigs, load_configs
 from kafkalog.errors import ConfigError, KafkalogError, LogDirLockedError
-from kafkalog.logdir import is_locked, lock_log_dir
+from kafkalog.logdir import describe_lock_holder, is_locked, lock_log_dir
 
 EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, EXIT_FAILED = 0, 1, 2, 3
 
@@ -144,7 +144,7 @@ def locked_log_dirs(log_dirs, *, modifying: bool, read_only_note: str):
     refused, usable = [], []
     for log_dir in log_dirs:
         if is_locked(log_dir):
-            message = f"{log_dir}: its .lock is held by a live process (a running broker?)"
+            message = f"{log_dir}: its .lock is held by {describe_lock_holder(log_dir)}"
             if modifying:
                 refused.append(dict(log_dir=str(log_dir),
                                     message=f"{message}; refused. {LogDirLockedError.default_hint}"))

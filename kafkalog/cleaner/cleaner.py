@@ -56,7 +56,7 @@ from ..format.file_records import scan_batches
 from ..index.builder import IndexAppender
 from ..index.transaction_index import TransactionIndex
 from ..logdir import (CLEANED_SUFFIX, DELETED_SUFFIX, SNAPSHOT_SUFFIX, SWAP_SUFFIX, format_segment_file_name,
-                      is_locked, lock_log_dir, parse_partition_dir_name, parse_segment_file_name)
+                      describe_lock_holder, is_locked, lock_log_dir, parse_partition_dir_name, parse_segment_file_name)
 from ..producer_snapshot import read_producer_snapshot
 from . import producer_state as ps
 from .cleanable import CleanableOffsets, cleanable_offsets
@@ -745,8 +745,7 @@ def clean_partition(partition_dir, *, config: LogConfig, now_ms: int, broker: Br
                              io_buffer_size=io_buffer_size, high_watermark=high_watermark, force=force,
                              update_checkpoint=update_checkpoint)
     if is_locked(log_dir):
-        raise LogDirLockedError("the log dir is locked by a running broker (or another job)",
-                                path=log_dir / ".lock")
+        raise LogDirLockedError(f"the log dir is locked by {describe_lock_holder(log_dir)}", path=log_dir / ".lock")
     kwargs = dict(config=config, now_ms=now_ms, broker=broker, offset_map=offset_map, dry_run=dry_run,
                   on_step=on_step, record_decisions=record_decisions, io_buffer_size=io_buffer_size,
                   high_watermark=high_watermark, force=force, update_checkpoint=update_checkpoint)
@@ -765,7 +764,7 @@ def clean_log_dir(log_dir, *, configs: KafkaConfigs, now_ms: int, dry_run: bool 
 
     log_dir = Path(log_dir)
     if is_locked(log_dir):
-        raise LogDirLockedError("the log dir is locked by a running broker (or another job)", path=log_dir / ".lock")
+        raise LogDirLockedError(f"the log dir is locked by {describe_lock_holder(log_dir)}", path=log_dir / ".lock")
     wanted = None if partitions is None else set(partitions)
     scanned = scan_log_dir(log_dir)
     results = []
