@@ -35,6 +35,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import socket
 import struct
 import sys
 import threading
@@ -266,6 +267,8 @@ _FLOCK = struct.Struct("@hhqqi")
 _USE_GETLK = sys.platform.startswith("linux") and fcntl is not None
 _held_locks: dict[tuple[int, int], int] = {}   # (st_dev, st_ino) of a .lock -> fd holding it
 _held_guard = threading.RLock()
+_held_dirs: dict[tuple[int, int], str] = {}    # the same keys -> the log dir, for held_fences
+_HOST = socket.gethostname()
 _OPEN_FLAGS = getattr(os, "O_CLOEXEC", 0)
 
 
@@ -352,6 +355,59 @@ def _probe_locked(lock_path: Path) -> bool:
 
 
 _LOCKED_HINT_KAFKALOG = "wait for that job to finish (or stop it), then run again"
+
+
+def process_start_time(pid: int) -> Optional[int]:
+    """A process's start time in clock ticks since boot (``/proc/<pid>/stat`` field 22): with the pid,
+    it names one process even after the pid is reused. None when it cannot be read."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    fields = raw[raw.rindex(b")") + 2:].split()      # after "pid (comm) "; comm may hold spaces
+    return int(fields[19])
+
+
+@dataclass(frozen=True)
+class LockFence:
+    """A job's claim on a log dir, shipped to the processes that work on it (``durable.fenced``): held
+    while the ``.lock`` is locked by kafkalog in process ``pid`` (started at ``start_time``) on
+    ``host``. Another host cannot see the pid: there it is held while a kafkalog job holds the lock."""
+    log_dir: str
+    pid: int
+    start_time: Optional[int]
+    host: str
+
+    @property
+    def local(self) -> bool:
+        """This process holds the lock itself (no watchdog needed: it cannot lose it unseen)."""
+        return self.pid == os.getpid() and self.host == _HOST
+
+    def holds(self) -> bool:
+        if self.local:
+            try:
+                status = os.stat(Path(self.log_dir) / LOCK_FILE)
+            except FileNotFoundError:
+                return False
+            with _held_guard:
+                return (status.st_dev, status.st_ino) in _held_locks
+        holder = lock_holder(self.log_dir)
+        if holder is None or not holder.is_kafkalog:
+            return False
+        if self.host != _HOST or holder.pid is None:
+            return True
+        return holder.pid == self.pid and process_start_time(self.pid) == self.start_time
+
+    def describe(self) -> str:
+        return f"the job (PID {self.pid} on {self.host}) that locked {self.log_dir}"
+
+
+def held_fences() -> dict:
+    """{log dir: LockFence} for every log dir whose lock this process holds (``lock_log_dir``)."""
+    with _held_guard:
+        dirs = list(_held_dirs.values())
+    me, started = os.getpid(), process_start_time(os.getpid())
+    return {d: LockFence(d, me, started, _HOST) for d in dirs}
 
 
 def lock_holder(log_dir: PathLike) -> Optional[LockHolder]:
@@ -442,11 +498,13 @@ def lock_log_dir(log_dir: PathLike) -> Iterator[Path]:
         status = os.fstat(fd)
         key = (status.st_dev, status.st_ino)
         _held_locks[key] = fd
+        _held_dirs[key] = os.fspath(log_dir)
     try:
         yield log_dir
     finally:
         with _held_guard:
             _held_locks.pop(key, None)
+            _held_dirs.pop(key, None)
             try:
                 fcntl.lockf(fd, fcntl.LOCK_UN, KAFKALOG_LOCK_LENGTH)
             finally:

@@ -41,6 +41,7 @@ from typing import Dict, List, Optional, Tuple
 import pyarrow as pa
 
 from .checkpoint import atomic_write, fsync_dir
+from .durable import truncate
 from .errors import KafkalogError
 from .index.builder import DEFAULT_INDEX_INTERVAL_BYTES
 from .index.offset_index import write_offset_index
@@ -129,10 +130,7 @@ def truncate_corrupt_tail(log_path: os.PathLike | str) -> Optional[TailCut]:
     side, saved = _free_side_file(log_path.parent, base, position, tail)
     if not saved:
         atomic_write(side, tail)
-    with open(log_path, "r+b") as f:
-        f.truncate(position)
-        f.flush()
-        os.fsync(f.fileno())
+    truncate(log_path, position)
     fsync_dir(log_path.parent)
     message = None if error is None else getattr(error, "message", str(error))
     return TailCut(log_path, position, len(tail), side, message)

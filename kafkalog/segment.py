@@ -13,6 +13,7 @@ from typing import Deque, Iterator, List, Optional, Sequence
 import numpy as np
 import pyarrow as pa
 
+from .durable import replace_file
 from .errors import InvalidFileNameError, KafkalogError
 from .format import compression as codecs
 from .format import legacy_record as legacy
@@ -338,12 +339,7 @@ def encode_records(table: pa.Table, *, compression=None, magic: int = 2, batch_b
 
 
 def _write_atomically(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    replace_file(path, data, sync=True)
 
 
 def write_segment(directory, records: pa.Table, *, compression=None, magic: int = 2,

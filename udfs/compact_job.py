@@ -421,6 +421,11 @@ def _rewrite_partition(pid: int, p: dict, rows: _VerdictRows, *, configs, now: i
 
 
 def _rewrite_task(eligible: Dict[int, dict], configs, now: int, dry_run: bool, explain: Dict[int, List[int]]):
+    from kafkalog.durable import fenced
+    from kafkalog.logdir import held_fences
+
+    fences = held_fences()       # the driver's locks: a worker changes nothing once they are gone
+
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         rows = _VerdictRows(batches)
         while True:
@@ -428,8 +433,9 @@ def _rewrite_task(eligible: Dict[int, dict], configs, now: int, dry_run: bool, e
             if head is None:
                 return
             pid = head[0]
-            out = _rewrite_partition(pid, eligible[pid], rows, configs=configs, now=now, dry_run=dry_run,
-                                     explain=explain.get(pid, []))
+            with fenced([fences.get(eligible[pid]["log_dir"])]):
+                out = _rewrite_partition(pid, eligible[pid], rows, configs=configs, now=now, dry_run=dry_run,
+                                         explain=explain.get(pid, []))
             yield pa.RecordBatch.from_pylist([out], schema=RESULT_SCHEMA)
     return run
 

@@ -12,7 +12,8 @@ import pyarrow as pa
 
 from kafkalog.catalog import catalog_rows, error_rows, load_partition, read_log_dir_checkpoints
 from kafkalog.errors import KafkalogError
-from kafkalog.logdir import REMOTE_INDEX_CACHE_DIR, parse_partition_dir_name, scan_partition_dir
+from kafkalog.durable import fenced
+from kafkalog.logdir import REMOTE_INDEX_CACHE_DIR, held_fences, parse_partition_dir_name, scan_partition_dir
 
 FOLDER_SCHEMA = pa.schema([pa.field("log_dir", pa.string()), pa.field("partition_dir", pa.string())])
 
@@ -73,17 +74,21 @@ def spark_arrow_schema(schema: pa.Schema) -> pa.Schema:
 
 def map_folders(df, per_folder: Callable[[str, str, dict], list[dict]], schema: pa.Schema):
     """``mapInArrow`` running ``per_folder(log_dir, folder, task_cache) -> rows`` for each folder; the
-    task cache lets a task read each log dir's checkpoints once."""
+    task cache lets a task read each log dir's checkpoints once. Each folder's work is fenced by the
+    lock this (driver) process holds on its log dir, if any (``kafkalog.durable``): a worker changes
+    nothing in the dir once the driver is gone."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
     out_schema = spark_arrow_schema(schema)
+    fences = held_fences()
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         cache: dict = {}
         for batch in batches:
             rows = []
             for log_dir, folder in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
-                rows.extend(per_folder(log_dir, folder, cache))
+                with fenced([fences.get(log_dir)]):
+                    rows.extend(per_folder(log_dir, folder, cache))
             if rows:
                 yield pa.RecordBatch.from_pylist(rows, schema=schema).cast(out_schema)
 

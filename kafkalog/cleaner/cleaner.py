@@ -51,6 +51,7 @@ from typing import Callable, Collection, Dict, Iterable, List, Optional, Sequenc
 from ..checkpoint import (CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
                           fsync_dir, read_offset_checkpoint, write_offset_checkpoint)
 from ..config import BrokerConfig, KafkaConfigs, LogConfig
+from .. import durable
 from ..errors import KafkalogError, LogDirLockedError
 from ..format.file_records import scan_batches
 from ..index.builder import IndexAppender
@@ -351,8 +352,7 @@ class _Sink:
         self._digest = hashlib.blake2b(digest_size=32) if path is not None else None
         self._file = None
         if path is not None:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
-            self._file = os.fdopen(fd, "wb", buffering=1 << 20)
+            self._file = durable.open_for_write(path, buffering=1 << 20)
 
     def write(self, data: bytes) -> None:
         if self._file is not None:
@@ -375,11 +375,8 @@ class _Sink:
         if self._file is not None:
             self._file.close()
             self._file = None
-        if self.path is not None:
-            try:
-                self.path.unlink()
-            except FileNotFoundError:
-                pass
+        if self.path is not None and durable.fences_hold():
+            durable.remove(self.path, missing_ok=True)
 
 
 @dataclass
@@ -525,16 +522,7 @@ def _name(base: int, suffix: str, temp: Optional[str] = None) -> str:
 
 
 def _write_file(path: Path, data: bytes, mtime_ns: Optional[int]) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    if mtime_ns is not None:
-        os.utime(path, ns=(mtime_ns, mtime_ns))
+    durable.write_file(path, data, mtime_ns=mtime_ns)
 
 
 def _verify_cleaned_log(path: Path, expected_size: int, expected_digest: bytes) -> None:
@@ -576,9 +564,9 @@ def _swap_in(directory: Path, g: _GroupOutput, on_step: Optional[StepHook]) -> N
     for suffix in FILE_SUFFIXES:
         stale = directory / _name(base, suffix, CLEANED_SUFFIX)
         if suffix != "log" and stale.exists():
-            stale.unlink()
+            durable.remove(stale)
     g.sink.close()
-    os.utime(g.sink.path, ns=(mtime, mtime))
+    durable.set_mtime(g.sink.path, mtime)
     for suffix, data in contents.items():
         if data is not None:
             _write_file(directory / _name(base, suffix, CLEANED_SUFFIX), data,
@@ -590,7 +578,7 @@ def _swap_in(directory: Path, g: _GroupOutput, on_step: Optional[StepHook]) -> N
     for suffix in FILE_SUFFIXES:
         if suffix in contents:
             target = directory / _name(base, suffix, SWAP_SUFFIX)
-            os.replace(directory / _name(base, suffix, CLEANED_SUFFIX), target)
+            durable.rename(directory / _name(base, suffix, CLEANED_SUFFIX), target)
             fsync_dir(directory)
             _hook(on_step, STEP_SWAP, target)
     # c. old segments -> .deleted (ascending), snapshots of the bases that disappear
@@ -602,7 +590,7 @@ def _swap_in(directory: Path, g: _GroupOutput, on_step: Optional[StepHook]) -> N
             if not src.exists():
                 continue
             target = directory / _name(seg.base_offset, suffix, DELETED_SUFFIX)
-            os.replace(src, target)
+            durable.rename(src, target)
             deleted.append(target)
             fsync_dir(directory)
             _hook(on_step, STEP_MARK_DELETED, target)
@@ -610,15 +598,12 @@ def _swap_in(directory: Path, g: _GroupOutput, on_step: Optional[StepHook]) -> N
     for suffix in FILE_SUFFIXES:
         if suffix in contents:
             target = directory / _name(base, suffix)
-            os.replace(directory / _name(base, suffix, SWAP_SUFFIX), target)
+            durable.rename(directory / _name(base, suffix, SWAP_SUFFIX), target)
             fsync_dir(directory)
             _hook(on_step, STEP_INSTALL, target)
     # e. physical deletion
     for p in deleted:
-        try:
-            p.unlink()
-        except FileNotFoundError:
-            pass
+        durable.remove(p, missing_ok=True)
         _hook(on_step, STEP_PURGE, p)
     fsync_dir(directory)
 
