@@ -277,8 +277,8 @@ def replace_file(path: PathLike, data, *, sync: bool = True, mtime_ns: Optional[
     tmp = path.with_name(path.name + TMP_SUFFIX)
     check_fences("writing", tmp)
     _remove_stale(tmp)
-    fd = _open_new(tmp, os.O_EXCL, owner)
     try:
+        fd = _open_new(tmp, os.O_EXCL, owner)
         try:
             _write_all(fd, data)
             if sync:

@@ -373,7 +373,10 @@ class _Sink:
 
     def discard(self) -> None:
         if self._file is not None:
-            self._file.close()
+            try:
+                self._file.close()      # flushing what is buffered may fail again (a full disk)
+            except OSError:
+                pass
             self._file = None
         if self.path is not None and durable.fences_hold():
             durable.remove(self.path, missing_ok=True)
