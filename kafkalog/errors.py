@@ -149,3 +149,10 @@ class ConfigError(KafkalogError):
     """A Kafka configuration value is invalid (the message names the key and where it came from)."""
 
     default_hint = "fix the value; the broker would refuse it too (see the key's range in Kafka's docs)"
+
+
+class OutOfMemoryError(KafkalogError):
+    """Decoding ran out of memory (an allocation or a mapping failed): not a problem of the data."""
+
+    default_hint = ("read it with iter_segment (bounded batches) or give the process more memory; "
+                    "the file itself may be fine")

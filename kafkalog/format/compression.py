@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import struct
 import threading
+import traceback
 import zlib
 from typing import Optional
 
@@ -133,6 +134,25 @@ class OutputBuffer:
             grown[:keep] = self.array[:keep]
             self.array = grown
         return self.array
+
+    def release(self) -> None:
+        """Let go of what a rejected payload made it grow to (a zstd bomb: up to max_bytes) now,
+        rather than when the garbage collector frees the error's traceback."""
+        if len(self.array) > _KEPT_AFTER_ERROR:
+            self.array = np.empty(_KEPT_AFTER_ERROR, dtype=np.uint8)
+
+
+_KEPT_AFTER_ERROR = 1 << 20
+
+
+def release_frames(error: BaseException) -> None:
+    """Drop the locals of the finished frames an error's traceback holds (decompression buffers,
+    views of them), so a rejected batch's memory is freed when the error is raised."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        traceback.clear_frames(error.__traceback__)
+        error = error.__context__ or error.__cause__
 
 
 def _too_big(codec: int, max_bytes: int) -> DecompressedSizeError:
@@ -392,7 +412,17 @@ def _unzstd(data, out: OutputBuffer, at: int, max_bytes: int) -> int:
 
 def decompress_into(codec: int, data, out: OutputBuffer, at: int = 0, *, magic: int = 2,
                     max_bytes: int = DEFAULT_MAX_BATCH_BYTES) -> int:
-    """Decompress one batch payload into ``out`` from byte ``at``; returns the end position."""
+    """Decompress one batch payload into ``out`` from byte ``at``; returns the end position. On an
+    error, what ``out`` grew to is released before it is raised."""
+    try:
+        return _decompress_into(codec, data, out, at, magic, max_bytes)
+    except BaseException as e:
+        out.release()
+        release_frames(e)
+        raise
+
+
+def _decompress_into(codec: int, data, out: OutputBuffer, at: int, magic: int, max_bytes: int) -> int:
     if codec == GZIP:
         return _gunzip(data, out, at, max_bytes)
     if codec == SNAPPY:
