@@ -22,6 +22,7 @@ from .format import legacy_record as legacy
 from .format import record_batch as rb
 from .format.compression import release_frames
 from .format.buffer_pool import available_memory_bytes
+from .format import decoder
 from .format.decoder import BatchSlices, PartitionId, decode_window, needs_slicing
 from .format.file_records import (OK_END, OK_WINDOW, HeaderArrays, MappedFile, check_crcs, crc_error,
                                   resolve_engine, scan_buffer, walk_error, _scan)
@@ -208,7 +209,8 @@ class SegmentReader:
                 problem = crc_error(buf, h, bad, self.path)
                 h = h.head(bad)
         out = _WindowResult([], 0, None)
-        huge = needs_slicing(h).tolist()
+        slice_rows = decoder.SLICE_RECORDS
+        huge = needs_slicing(h, slice_rows).tolist()
         i = 0
         while i < len(h):
             stop = next((j for j in huge if j >= i), len(h))     # windows end before a huge batch
@@ -216,7 +218,7 @@ class SegmentReader:
                 if i == stop:
                     with out_of_memory_as_error(self.path, int(h.position[i])):
                         sliced = BatchSlices(buf, h.slice(i, i + 1), self.pid, engine=engine, path=self.path,
-                                             max_batch_bytes=opts.max_batch_bytes)
+                                             max_batch_bytes=opts.max_batch_bytes, rows=slice_rows)
                         sliced.validate()
                     out.batches.append(sliced)
                     out.batches_read += 1
