@@ -279,8 +279,8 @@ def finish_log_dir(log_dir: os.PathLike | str, outcomes: Iterable[dict]) -> dict
     returns {"changed": [...], "path": ...}. Writes nothing when no entry changes."""
     path = Path(log_dir) / LOG_START_OFFSET_CHECKPOINT
     changes = {}
-    for o in outcomes:
-        if o.get("status") == APPLIED and (o.get("segments_deleted") or o.get("segments_deleted_earlier")):
+    for o in outcomes:     # every applied partition, as a broker rewrites every log's entry: a run after one
+        if o.get("status") == APPLIED:   # killed before this step puts right the entries it left stale
             changes[(o["topic"], o["partition"])] = (o["new_log_start_offset"], o["first_base_offset_after"])
     if not changes:
         return {"path": os.fspath(path), "changed": []}
