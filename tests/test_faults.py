@@ -25,7 +25,7 @@ import pytest
 from kafkalog import checkpoint
 from kafkalog.catalog import read_log_dir_checkpoints
 from kafkalog.config import configs_from_mappings
-from kafkalog.logdir import is_locked
+from kafkalog.logdir import is_locked, lock_holder
 from kafkalog.reindex import reindex_partition
 from kafkalog.retention_run import finish_log_dir, retain_partition
 from kafkalog.segment import read_segment
@@ -394,10 +394,12 @@ def watch(folder: Path) -> dict:
     return out
 
 
-def kill_driver_when(log_dir: Path, args: list, ready, tmp_path: Path) -> tuple[dict, float]:
+def kill_driver_when(log_dir: Path, args: list, ready, tmp_path: Path, *, whole_group: bool) -> tuple[dict, float]:
     """Run ``./spark-submit.sh ARGS`` in its own process group; once ``ready()`` is true, SIGKILL the
     whole group (bash, JVM, Python driver — not the Python workers, which pyspark's daemon puts in
-    their own group), wait until the log dir's lock is gone, and return the listing at that instant."""
+    their own group), or only the Python driver that holds the lock (as the OOM killer would: the
+    JVM and its workers run on), wait until the log dir's lock is gone, and return the listing at
+    that instant."""
     env = dict(os.environ, SPARK_MASTER="local[2]")
     log = open(tmp_path / "driver.log", "w")
     job = subprocess.Popen([str(REPO / "spark-submit.sh"), *args], stdout=log, stderr=subprocess.STDOUT, env=env,
@@ -408,9 +410,15 @@ def kill_driver_when(log_dir: Path, args: list, ready, tmp_path: Path) -> tuple[
             assert job.poll() is None, (tmp_path / "driver.log").read_text()[-3000:]
             assert time.monotonic() < deadline, "the job never reached the point to kill it at"
             time.sleep(0.005)
-        os.killpg(job.pid, signal.SIGKILL)
+        if whole_group:
+            os.killpg(job.pid, signal.SIGKILL)
+        else:
+            holder = lock_holder(log_dir)
+            assert holder is not None and holder.is_kafkalog and holder.pid
+            os.kill(holder.pid, signal.SIGKILL)
         killed = time.monotonic()
-        job.wait(timeout=30)
+        if whole_group:
+            job.wait(timeout=30)
         while is_locked(log_dir):           # the Python driver dies with its group; the kernel drops its lock
             assert time.monotonic() - killed < 30
             time.sleep(0.001)
@@ -450,14 +458,15 @@ def big_compacted_log_dir(root: Path) -> Path:
 
 
 @pytest.mark.slow
-def test_sigkill_of_the_driver_mid_compaction_stops_every_change(tmp_path):
+@pytest.mark.parametrize("whole_group", [True, False], ids=["job-group", "driver-only"])
+def test_sigkill_of_the_driver_mid_compaction_stops_every_change(tmp_path, whole_group):
     """Issue 18 (4): a worker wrote a .cleaned file 0.5 s after its driver (and the lock) were gone."""
     d = big_compacted_log_dir(tmp_path)
     folder = d / "big-0"
     args = ["compact", "--log-dirs", str(d), "--now-ms", str(NOW + DAY), "--topic-config",
             "big:cleanup.policy=compact", "--topic-config", "big:segment.bytes=104857600"]
     at_unlock, _ = kill_driver_when(d, args, lambda: any(p.name.endswith(".cleaned") for p in folder.iterdir()),
-                                    tmp_path)
+                                    tmp_path, whole_group=whole_group)
     assert_nothing_changes(d, at_unlock)
     from kafkalog.cleaner import recover_log_dirs
     recover_log_dirs([d])                    # a crash at any step leaves it recoverable, every record readable
@@ -465,15 +474,16 @@ def test_sigkill_of_the_driver_mid_compaction_stops_every_change(tmp_path):
 
 
 @pytest.mark.slow
-def test_sigkill_of_the_driver_mid_retention_stops_every_change(tmp_path):
+@pytest.mark.parametrize("whole_group", [True, False], ids=["job-group", "driver-only"])
+def test_sigkill_of_the_driver_mid_retention_stops_every_change(tmp_path, whole_group):
     d = tmp_path / "logs"
     for p in range(40):
         make_partition(d, "t", p, [[NOW - 9 * DAY]] * 60 + [[NOW]])
-    args = ["retention", "--log-dirs", str(d), *RETENTION_ARGS[:4], "--execute"]
+    args = ["retention", "--log-dirs", str(d), *RETENTION_ARGS[:4], "--execute", "--high-watermark-missing", "log-end"]
 
     def renaming() -> bool:
         return any(n.endswith(".deleted") for f in d.iterdir() if f.is_dir() for n in os.listdir(f))
-    at_unlock, _ = kill_driver_when(d, args, renaming, tmp_path)
+    at_unlock, _ = kill_driver_when(d, args, renaming, tmp_path, whole_group=whole_group)
     assert_nothing_changes(d, at_unlock)
     for p in range(40):                      # the recent segment of every partition is untouched
         assert read_segment(d / f"t-{p}" / f"{60:020d}.log").num_rows == 1
