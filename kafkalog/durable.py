@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator, Optional, Union
 
-from .errors import KafkalogError
+from .errors import FenceLostError, OwnershipError, SymlinkRefusedError
 
 PathLike = Union[str, os.PathLike]
 
@@ -46,24 +46,6 @@ _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _PERMISSION_BITS = 0o777
 _NO_EXECUTE = 0o666
-
-
-class FenceLostError(KafkalogError):
-    """The job that holds a log dir's lock is gone (or released it): this process must not change it."""
-
-    default_hint = "the job was stopped; run `kafkalog recover` and the job again"
-
-
-class OwnershipError(KafkalogError):
-    """A file cannot be given the owner, group or mode of the files it replaces."""
-
-    default_hint = "run the job as the log dir's owner (the broker's user) or as root"
-
-
-class SymlinkRefusedError(KafkalogError):
-    """A symlink sits where a job would write a file inside a partition folder."""
-
-    default_hint = "remove the symlink: a broker's log dir holds plain files only"
 
 
 # --- data structures -----------------------------------------------------------------------------

@@ -421,7 +421,7 @@ def lock_holder(log_dir: PathLike) -> Optional[LockHolder]:
             status = os.stat(lock_path)
         except FileNotFoundError:
             return None
-        if (status.st_dev, status.st_ino) in _held_locks:
+        if (status.st_dev, status.st_ino) in _held_locks:   # ours: another fd closed on it would drop it
             return LockHolder(os.getpid(), KAFKALOG_LOCK_LENGTH)
         fd = os.open(lock_path, os.O_RDONLY | _OPEN_FLAGS)
         try:
@@ -444,6 +444,8 @@ def is_locked(log_dir: PathLike) -> bool:
     An absent ``.lock`` is not locked and is not created. Raises OSError when it cannot tell."""
     if fcntl is None:  # pragma: no cover
         raise OSError(errno.ENOTSUP, "record locks are not available on this platform", os.fspath(log_dir))
+    if _USE_GETLK:
+        return lock_holder(log_dir) is not None
     lock_path = Path(log_dir) / LOCK_FILE
     with _held_guard:
         try:
@@ -452,13 +454,7 @@ def is_locked(log_dir: PathLike) -> bool:
             return False
         if (status.st_dev, status.st_ino) in _held_locks:
             return True  # ours: opening and closing another fd on it would drop our own lock
-        if not _USE_GETLK:
-            return _probe_locked(lock_path)
-        fd = os.open(lock_path, os.O_RDONLY | _OPEN_FLAGS)
-        try:
-            return _lock_holder(fd) is not None
-        finally:
-            os.close(fd)
+        return _probe_locked(lock_path)
 
 
 @contextmanager
