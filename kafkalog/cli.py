@@ -366,12 +366,19 @@ def _fetch(args) -> int:
 
 def _add_recover(subparsers) -> None:
     p = subparsers.add_parser(
-        "recover", help="finish or roll back interrupted compaction swaps as a broker's startup does",
-        description="For every partition folder of the given log dirs, do what a broker's startup does with "
-                    "compaction leftovers (LogLoader): delete *.deleted files, drop *.cleaned files (and *.swap "
-                    "files of an incomplete operation), then complete each interrupted swap by deleting the "
-                    "segments a .swap replaces and renaming it. A log dir whose .lock a running broker holds is "
-                    "refused. Prints one line per partition; exit code 1 if any partition could not be recovered.")
+        "recover", help="do a broker's startup file clean-up: leftovers of compaction, splits, deletion; orphan indexes",
+        description="For every partition folder of the given log dirs, do the file clean-up of a broker's startup "
+                    "(LogLoader.load), in its order: delete *.deleted files; drop *.cleaned files (and *.swap files "
+                    "of an incomplete operation); complete each interrupted swap by deleting the segments a .swap "
+                    "replaces and renaming it; delete every .index/.timeindex/.txnindex whose .log is missing "
+                    "('Found an orphaned index file ...'). Left to the broker, which does them at every startup "
+                    "and needs its own state for them: recovering segments after an unclean shutdown (truncating "
+                    "a corrupt tail deletes every later segment), creating a missing .timeindex, deleting all "
+                    "segments when the log end is below the log start, resizing the active indexes, stray "
+                    "producer snapshots and producer state. `reindex` rebuilds indexes and, with "
+                    "--truncate-corrupt-tail, cuts corrupt tails keeping the cut bytes. A log dir whose .lock a "
+                    "running broker holds is refused. Prints one line per partition; exit code 1 if any "
+                    "partition could not be recovered.")
     p.add_argument("--log-dirs", required=True, type=_file_list, metavar="DIR[,DIR...]",
                    help="REQUIRED: the comma-separated log dirs (a broker's log.dirs)")
     p.set_defaults(handler=_run_recover)

@@ -61,7 +61,7 @@ from typing import Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
-from .errors import KafkalogError
+from .errors import KafkalogError, OffsetOverflowError
 from .format import control_record as cr
 from .format.compression import DEFAULT_MAX_BATCH_BYTES
 from .format.file_records import MappedFile, recovery_valid_bytes, scan_buffer
@@ -117,7 +117,8 @@ class LogTail:
 @dataclass
 class SegmentVerification:
     """The verdicts for one segment, and the rebuilt indexes (None when the log forbids a rebuild:
-    ``rebuild_error`` says why, e.g. offsets that make Kafka's recovery empty the segment)."""
+    ``rebuild_error`` says why: offsets beyond 32 bits of the base, which Kafka's recovery splits
+    into new segments, or offsets that make it empty the segment)."""
 
     log_path: Path
     base_offset: int
@@ -223,6 +224,11 @@ def verify_segment(
         offset_index, time_index = build_indexes(
             base_offset=base, positions=batches.position, sizes=batches.size, last_offsets=batches.last,
             max_timestamps=batches.max_ts, index_interval_bytes=index_interval_bytes)
+    except OffsetOverflowError as exc:
+        rebuild_error = (f"this segment's offsets do not fit its indexes ({exc.message}); Kafka's recovery "
+                         "splits such a segment into segments that each fit (LogLoader.retryOnOffsetOverflow → "
+                         "LocalLog.splitOverflowedSegment, KAFKA-6264; its cleaner does the same), which kafkalog "
+                         "does not do, so its indexes are not rebuilt")
     except KafkalogError as exc:
         rebuild_error = (f"Kafka's recovery cannot index this log ({exc.message}); it would empty the segment, "
                          "so kafkalog does not rebuild it")

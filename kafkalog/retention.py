@@ -30,6 +30,9 @@ LOG_START_OFFSET = "log_start_offset"
 RETENTION_BYTES = "retention.bytes"
 RETENTION_MS = "retention.ms"
 RULES = (LOG_START_OFFSET, RETENTION_BYTES, RETENTION_MS)
+# Not Kafka's: the active segment kept because the roll that would delete it cannot be done as a
+# broker does it (the producer snapshot its roll writes is not on disk); kafkalog.retention_run.
+NO_PRODUCER_SNAPSHOT = "no-producer-snapshot"
 
 DELETE, KEEP = "delete", "keep"
 
@@ -247,13 +250,14 @@ def _delete_reason(rule: str, segment: Segment, config: LogConfig, now_ms: int, 
     return f"newest record {now_ms - segment.largest_timestamp_ms} ms old > retention.ms {config.retention_ms}"
 
 
-def keep_active_segment(plan: RetentionPlan, reason: str) -> RetentionPlan:
-    """The plan without its roll: the active (last) segment is kept with ``reason`` and the log start
-    offset moves only to its base offset. (For when the roll cannot be done as a broker does it.)"""
+def keep_active_segment(plan: RetentionPlan, reason: str, rule: Optional[str] = None) -> RetentionPlan:
+    """The plan without its roll: the active (last) segment is kept with ``reason`` (and ``rule``, the
+    name of the decision that kept it) and the log start offset moves only to its base offset. (For
+    when the roll cannot be done as a broker does it.)"""
     if plan.roll_at is None:
         return plan
     *rest, last = plan.decisions
-    kept = SegmentDecision(last.base_offset, last.size, KEEP, None, reason)
+    kept = SegmentDecision(last.base_offset, last.size, KEEP, rule, reason)
     return replace(plan, decisions=tuple(rest) + (kept,), roll_at=None,
                    new_log_start_offset=max(plan.log_start_offset, last.base_offset))
 
@@ -265,7 +269,7 @@ def decisions_as_rows(plan: RetentionPlan) -> list[dict]:
 
 
 __all__: Sequence[str] = (
-    "Segment", "LogState", "SegmentDecision", "RetentionPlan", "resolve_high_watermark",
+    "Segment", "LogState", "SegmentDecision", "RetentionPlan", "NO_PRODUCER_SNAPSHOT", "resolve_high_watermark",
     "log_start_offset_breached", "retention_size_breached", "retention_ms_breached",
     "deletable_segments", "plan_retention", "keep_active_segment", "decisions_as_rows",
 )

@@ -33,8 +33,8 @@ from .log_deletion import (DeletionResult, apply_plan, purge_deleted_files, rena
                            updated_log_start_offsets)
 from .logdir import (CLEANED_SUFFIX, DELETED_SUFFIX, KRAFT_METADATA_TOPIC, LIVE, LOG_SUFFIX, SWAP_SUFFIX,
                      format_segment_file_name, parse_partition_dir_name, parse_segment_file_name, scan_partition_dir)
-from .retention import (HW_MISSING_ZERO, LogState, Segment, keep_active_segment, plan_retention,
-                        resolve_high_watermark)
+from .retention import (HW_MISSING_ZERO, NO_PRODUCER_SNAPSHOT, LogState, Segment, keep_active_segment,
+                        plan_retention, resolve_high_watermark)
 
 PLANNED, APPLIED, SKIPPED, ERROR = "planned", "applied", "skipped", "error"
 EARLIER_ATTEMPT = "earlier attempt"      # the rule of a segment an earlier attempt of this run deleted
@@ -158,7 +158,7 @@ def _decide(state: PartitionState, config, configs: KafkaConfigs, now_ms: int, h
     if plan.roll_at is not None:
         missing = _producer_state_lost_by_roll(state, plan.roll_at)
         if missing:
-            plan = keep_active_segment(plan, missing)
+            plan = keep_active_segment(plan, missing, NO_PRODUCER_SNAPSHOT)
     by_base = {s.base_offset: s for s in state.segments}
     remaining = [d.base_offset for d in plan.decisions if d.decision != "delete"]
     out.update(
@@ -236,9 +236,11 @@ def _producer_state_lost_by_roll(state: PartitionState, roll_at: int) -> Optiona
     for seg in state.segments:
         ids = scan_batches(seg.files.log, verify_crc=False, on_corrupt="stop").batches.column("producerId")
         if len(ids) and pc.max(ids).as_py() >= 0:
-            return (f"the roll that would delete the active segment too is not done: its producer state "
-                    f"({snapshot_file_name(roll_at)}, which a broker writes when it rolls) is not on disk and "
-                    f"the log has idempotent/transactional batches; a broker (or a clean restart) will roll it")
+            return (f"kept where Kafka would roll and delete it: the roll's producer state "
+                    f"({snapshot_file_name(roll_at)}, which a broker writes from memory when it rolls) is not on "
+                    f"disk and the log has idempotent/transactional batches, so deleting this segment would "
+                    f"lose their sequences and epochs; a broker (or a clean restart, which writes the snapshot) "
+                    f"will roll it")
     return None
 
 

@@ -47,6 +47,7 @@ class B:
     horizon: Optional[int] = None
     codec: int = 0
     log_append_time: bool = False
+    seq: Optional[int] = None      # base sequence to write (None: 0 for a producer's data, else -1)
 
     @property
     def ctype(self) -> Optional[int]:
@@ -67,9 +68,37 @@ def encode(b: B) -> bytes:
     return rb.encode_batch(recs, base_offset=b.base, last_offset_delta=b.last - b.base, transactional=b.txn,
                            codec=b.codec, timestamp_type=rb.LOG_APPEND_TIME if b.log_append_time else rb.CREATE_TIME,
                            control=b.control, producer_id=b.pid, producer_epoch=b.epoch,
-                           base_sequence=0 if b.pid >= 0 and not b.control else -1,
+                           base_sequence=b.seq if b.seq is not None else (0 if b.pid >= 0 and not b.control else -1),
                            delete_horizon_ms=b.horizon, partition_leader_epoch=0,
                            max_timestamp=None if b.records else T0 + b.last)
+
+
+def write_segment_files(d: Path, base: int, batches: List[B], open_txns: Dict[int, int], *,
+                        mtime_ns: int) -> Dict[int, int]:
+    """One segment as a broker leaves it: .log, recovery-style .index/.timeindex, .txnindex when a
+    transaction aborts in it. ``open_txns`` (producer -> first offset) carries transactions in;
+    returns those still open at its end."""
+    from kafkalog.index.builder import replay_transactions
+    from kafkalog.index.transaction_index import TransactionIndex
+    raw = [encode(b) for b in batches]
+    pos = np.cumsum([0] + [len(r) for r in raw])[:-1]
+    oi, ti = build_indexes(base_offset=base, positions=pos.astype(np.int64),
+                           sizes=np.array([len(r) for r in raw], np.int64),
+                           last_offsets=np.array([b.last for b in batches], np.int64),
+                           max_timestamps=np.array([T0 + max([o for o, _k, _v in b.records] or [b.last])
+                                                    for b in batches], np.int64))
+    cols = {"base_offset": [b.base for b in batches], "producer_id": [b.pid for b in batches],
+            "is_transactional": [b.txn for b in batches], "is_control": [b.control for b in batches],
+            "control_type": [b.ctype if b.control else -1 for b in batches]}
+    aborted, open_txns = replay_transactions(batches=cols, open_txn_first_offsets=open_txns)
+    (d / format_segment_file_name(base, "log")).write_bytes(b"".join(raw))
+    (d / format_segment_file_name(base, "index")).write_bytes(oi.to_bytes())
+    (d / format_segment_file_name(base, "timeindex")).write_bytes(ti.to_bytes())
+    if aborted:
+        (d / format_segment_file_name(base, "txnindex")).write_bytes(TransactionIndex(base, aborted).to_bytes())
+    for suffix in ("log", "index", "timeindex"):
+        os.utime(d / format_segment_file_name(base, suffix), ns=(mtime_ns, mtime_ns))
+    return open_txns
 
 
 def write_partition(log_dir: Path, segments: List[List[B]], *, checkpoint: Optional[int] = None,
@@ -83,26 +112,7 @@ def write_partition(log_dir: Path, segments: List[List[B]], *, checkpoint: Optio
         base = batches[0].base if batches else leo
         if i and segments[i - 1]:
             base = max(base, segments[i - 1][-1].last + 1) if not batches else batches[0].base
-        raw = [encode(b) for b in batches]
-        pos = np.cumsum([0] + [len(r) for r in raw])[:-1]
-        oi, ti = build_indexes(base_offset=base, positions=pos.astype(np.int64),
-                               sizes=np.array([len(r) for r in raw], np.int64),
-                               last_offsets=np.array([b.last for b in batches], np.int64),
-                               max_timestamps=np.array([T0 + max([o for o, _k, _v in b.records] or [b.last])
-                                                        for b in batches], np.int64))
-        from kafkalog.index.builder import replay_transactions
-        cols = {"base_offset": [b.base for b in batches], "producer_id": [b.pid for b in batches],
-                "is_transactional": [b.txn for b in batches], "is_control": [b.control for b in batches],
-                "control_type": [b.ctype if b.control else -1 for b in batches]}
-        aborted, open_txns = replay_transactions(batches=cols, open_txn_first_offsets=open_txns)
-        (d / format_segment_file_name(base, "log")).write_bytes(b"".join(raw))
-        (d / format_segment_file_name(base, "index")).write_bytes(oi.to_bytes())
-        (d / format_segment_file_name(base, "timeindex")).write_bytes(ti.to_bytes())
-        if aborted:
-            from kafkalog.index.transaction_index import TransactionIndex
-            (d / format_segment_file_name(base, "txnindex")).write_bytes(TransactionIndex(base, aborted).to_bytes())
-        for suffix in ("log", "index", "timeindex"):
-            os.utime(d / format_segment_file_name(base, suffix), ns=(mtime_ms * 10**6 + i, mtime_ms * 10**6 + i))
+        open_txns = write_segment_files(d, base, batches, open_txns, mtime_ns=mtime_ms * 10**6 + i)
         if batches:
             leo = batches[-1].last + 1
     write_offset_checkpoint(log_dir / REPLICATION_OFFSET_CHECKPOINT,

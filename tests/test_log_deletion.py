@@ -199,7 +199,10 @@ def test_no_roll_that_would_lose_producer_state(tmp_path):
     write_checkpoints(tmp_path, high_watermarks={("t", 0): 4})
     out = run(tmp_path, folder, execute=True, delay=0)
     assert [d["decision"] for d in out["decisions"]] == ["delete", "keep"]
+    # Kafka rolls at 4 and deletes both (log start 4); we keep the active segment, and say why
     assert out["roll_at"] is None and out["new_log_start_offset"] == 2
+    assert out["decisions"][1]["rule"] == "no-producer-snapshot"
+    assert "kept where Kafka would roll and delete it" in out["decisions"][1]["reason"]
     assert "producer state" in out["decisions"][1]["reason"]
     (folder / "00000000000000000004.snapshot").write_bytes(b"")      # a clean shutdown wrote it
     out = run(tmp_path, folder, execute=True, delay=0)

@@ -12,8 +12,10 @@ Round, with ``now_ms`` explicit for every time-based rule:
             ``cleanable_offsets`` (§7.1-7.2).
 2. map    — ``build_offset_map`` over [firstDirty, upperBound) (§7.4), or a map passed in.
 3. recopy — every segment with base < map.end_offset, from the start of the log, grouped by
-            ``group_segments_by_size``; per group a fresh transaction tracker; per source segment
-            the aborted transactions of [its base, next base or its next offset); batches are
+            ``group_segments_by_size``; ONE transaction tracker for the round, carried through the
+            groups in order (``Cleaner.doClean``), with a fresh ``.txnindex`` entry list per group;
+            per source segment the aborted transactions of [its base, next base or its next
+            offset) are added to it; batches are
             filtered (record_filter) in read chunks of log.cleaner.io.buffer.size / threads / 2
             bytes (grown for an oversized batch); one index append per chunk that produced output.
 4. swap   — per group, in this order (each step fsynced; ``on_step`` is called after each):
@@ -421,12 +423,13 @@ class _GroupOutput:
 
 def _clean_group(plan: PartitionPlan, sources: List[LogSegment], offset_map: OffsetMap,
                  io_buffer_size: int, result: PartitionCleanResult, record_decisions: RecordDecisions,
-                 sink: _Sink) -> _GroupOutput:
+                 sink: _Sink, tracker: CleanedTransactionMetadata) -> _GroupOutput:
+    """Recopy one group into ``sink``. ``tracker`` is the round's: the groups of a round are cleaned
+    in order with the same tracker (a COMMIT/ABORT is judged by its data in earlier groups)."""
     cfg = plan.config
     base = sources[0].base_offset
-    tracker = CleanedTransactionMetadata()
     appender = IndexAppender(base, index_interval_bytes=cfg.index_interval_bytes)
-    out = _GroupOutput(base, sources, sink, appender, tracker.cleaned_index, FilterCounts())
+    out = _GroupOutput(base, sources, sink, appender, tracker.start_cleaned_segment(), FilterCounts())
     want_reasons = bool(record_decisions)
     for k, seg in enumerate(sources):
         seg_upper = sources[k + 1].base_offset if k + 1 < len(sources) else seg.next_offset
@@ -671,12 +674,13 @@ def _clean_locked(partition_dir: Path, *, config: LogConfig, now_ms: int, broker
         io_size = io_buffer_size or default_io_buffer_size(broker)
         outputs: List[_GroupOutput] = []
         sinks: List[_Sink] = []
+        tracker = CleanedTransactionMetadata()   # one per round (Cleaner.doClean), never one per group
         try:
             for idx in groups:
                 sources = [recopied[i] for i in idx]
                 sink = _Sink(None if dry_run else partition_dir / _name(sources[0].base_offset, "log", CLEANED_SUFFIX))
                 sinks.append(sink)
-                g = _clean_group(plan, sources, offset_map, io_size, result, record_decisions, sink)
+                g = _clean_group(plan, sources, offset_map, io_size, result, record_decisions, sink, tracker)
                 result.counts.add(g.counts)
                 result.groups.append(GroupResult(g.base_offset, [s.base_offset for s in sources],
                                                  sum(s.size_bytes for s in sources), g.sink.size,

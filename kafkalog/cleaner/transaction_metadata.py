@@ -36,7 +36,10 @@ class _AbortedTxnMetadata:
 
 @dataclass
 class CleanedTransactionMetadata:
-    """The transaction tracker of one cleaning pass (one per map build, one per segment group)."""
+    """The transaction tracker of one cleaning pass: one per map build, and one per cleaning round
+    carried through every segment group in order (``Cleaner.doClean`` passes the same tracker to each
+    group's ``cleanSegments``), so a marker whose transaction's data sits in an earlier group is
+    judged by that data. Only ``cleaned_index`` is per group (``start_cleaned_segment``)."""
 
     _pending: List[Tuple[int, int, int, int, AbortedTxn]] = field(default_factory=list)
     _seen: Set[Tuple[int, int, int]] = field(default_factory=set)
@@ -53,6 +56,12 @@ class CleanedTransactionMetadata:
                 continue
             self._seen.add(ident)
             heapq.heappush(self._pending, (t.first_offset, t.last_offset, t.producer_id, len(self._seen), t))
+
+    def start_cleaned_segment(self) -> List[AbortedTxn]:
+        """A new cleaned segment (group) begins: later ABORT markers kept go to its fresh ``.txnindex``
+        entry list, which is returned (Kafka's ``setCleanedIndex``). Ongoing transactions carry on."""
+        self.cleaned_index = []
+        return self.cleaned_index
 
     def _consume_up_to(self, offset: int) -> None:
         while self._pending and self._pending[0][0] <= offset:
