@@ -29,7 +29,6 @@ File layouts (UTF-8, lines end in ``\\n`` as Kafka writes them on Linux):
 from __future__ import annotations
 
 import base64
-import errno
 import json
 import os
 import re
