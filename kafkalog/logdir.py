@@ -385,12 +385,8 @@ class LockFence:
 
     def holds(self) -> bool:
         if self.local:
-            try:
-                status = os.stat(Path(self.log_dir) / LOCK_FILE)
-            except FileNotFoundError:
-                return False
             with _held_guard:
-                return (status.st_dev, status.st_ino) in _held_locks
+                return bool(_own_lock(Path(self.log_dir) / LOCK_FILE))
         holder = lock_holder(self.log_dir)
         if holder is None or not holder.is_kafkalog:
             return False
@@ -410,6 +406,16 @@ def held_fences() -> dict:
     return {d: LockFence(d, me, started, _HOST) for d in dirs}
 
 
+def _own_lock(lock_path: Path) -> Optional[bool]:
+    """Whether this process holds ``lock_path`` (``lock_log_dir``); None when it does not exist. Call
+    it under _held_guard."""
+    try:
+        status = os.stat(lock_path)
+    except FileNotFoundError:
+        return None
+    return (status.st_dev, status.st_ino) in _held_locks
+
+
 def lock_holder(log_dir: PathLike) -> Optional[LockHolder]:
     """Who holds the log dir's ``.lock`` (None: nobody, or the file is absent; this process's own lock
     is reported too). Linux only; elsewhere None. Raises OSError when it cannot tell."""
@@ -417,11 +423,10 @@ def lock_holder(log_dir: PathLike) -> Optional[LockHolder]:
         return None
     lock_path = Path(log_dir) / LOCK_FILE
     with _held_guard:
-        try:
-            status = os.stat(lock_path)
-        except FileNotFoundError:
+        own = _own_lock(lock_path)
+        if own is None:
             return None
-        if (status.st_dev, status.st_ino) in _held_locks:   # ours: another fd closed on it would drop it
+        if own:                      # ours: another descriptor closed on it would drop it
             return LockHolder(os.getpid(), KAFKALOG_LOCK_LENGTH)
         fd = os.open(lock_path, os.O_RDONLY | _OPEN_FLAGS)
         try:
@@ -448,13 +453,10 @@ def is_locked(log_dir: PathLike) -> bool:
         return lock_holder(log_dir) is not None
     lock_path = Path(log_dir) / LOCK_FILE
     with _held_guard:
-        try:
-            status = os.stat(lock_path)
-        except FileNotFoundError:
+        own = _own_lock(lock_path)
+        if own is None:
             return False
-        if (status.st_dev, status.st_ino) in _held_locks:
-            return True  # ours: opening and closing another fd on it would drop our own lock
-        return _probe_locked(lock_path)
+        return own or _probe_locked(lock_path)   # never probe ours: closing the probe's fd would drop it
 
 
 @contextmanager
