@@ -387,6 +387,8 @@ class LockFence:
         if self.local:
             with _held_guard:
                 return bool(_own_lock(Path(self.log_dir) / LOCK_FILE))
+        if not _USE_GETLK:           # no lock query here: held while someone holds it
+            return is_locked(self.log_dir)
         holder = lock_holder(self.log_dir)
         if holder is None or not holder.is_kafkalog:
             return False
