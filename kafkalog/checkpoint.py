@@ -29,7 +29,6 @@ File layouts (UTF-8, lines end in ``\\n`` as Kafka writes them on Linux):
 from __future__ import annotations
 
 import base64
-import errno
 import json
 import os
 import re
@@ -38,6 +37,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Mapping, NamedTuple, Optional, Sequence, TypeVar, Union
 
 from .errors import CheckpointError
+from .durable import fsync_dir, replace_file  # noqa: F401  (fsync_dir: public here too, for older callers)
 
 # --- file names ------------------------------------------------------------------------------
 
@@ -472,42 +472,11 @@ def parse_clean_shutdown(text: str, *, path: Optional[PathLike] = None) -> dict:
 # --- files -----------------------------------------------------------------------------------
 
 def atomic_write(path: PathLike, data: bytes, *, sync: bool = True) -> None:
-    """Replace ``path`` with ``data`` as Kafka's CheckpointFile does: write ``<path>.tmp`` (a stale one
-    is truncated), flush and fsync it, rename it over ``path``, then fsync the directory. A failure
-    before the rename removes the temp file and leaves ``path`` untouched."""
-    path = Path(path)
-    tmp = path.with_name(path.name + TMP_SUFFIX)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o666)
-    try:
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            if sync:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    if sync:
-        fsync_dir(path.parent)
-
-
-def fsync_dir(directory: PathLike) -> None:
-    """fsync a directory so a rename inside it is durable (Kafka's Utils.flushDir)."""
-    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    except OSError as exc:
-        if exc.errno not in (errno.EINVAL, errno.ENOTSUP):  # file systems that cannot sync a dir
-            raise
-    finally:
-        os.close(fd)
+    """Replace ``path`` with ``data`` as Kafka's CheckpointFile does: write ``<path>.tmp``, fsync it,
+    rename it over ``path``, then fsync the directory; the file keeps the owner, group and mode of the
+    one it replaces (``durable.replace_file``). A failure before the rename removes the temp file and
+    leaves ``path`` untouched."""
+    replace_file(path, data, sync=sync)
 
 
 def read_offset_checkpoint(path: PathLike) -> dict[tuple[str, int], int]:

@@ -111,7 +111,7 @@ from .format import legacy_record as legacy
 from .format import record_batch as rb
 from .format.compression import CODEC_NAMES, DEFAULT_MAX_BATCH_BYTES
 from .format.file_records import MappedFile
-from .format.records_reference import decode_legacy_entry, decode_v2_batch, legacy_rows
+from .format.records_reference import decode_legacy_entry, iter_v2_batch, legacy_rows
 
 STDOUT = "stdout"
 STDERR = "stderr"
@@ -444,19 +444,44 @@ class RecordView:
     crc_valid: Optional[bool] = None
 
 
-def decode_records(mv, b: BatchView, path, *, max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES) -> List[RecordView]:
-    """Deep iteration of one batch (no CRC verification, as in Kafka)."""
+RECORD_CHUNK = 1 << 20       # records of one v2 batch parsed at a time by a deep iteration
+MAX_GAPS_LISTED = 100_000    # non-consecutive offset pairs kept per file (the rest are counted)
+
+
+class _Gaps:
+    """A file's non-consecutive offset pairs, in file order, at most MAX_GAPS_LISTED of them (a
+    hostile batch can make every one of millions of records one)."""
+
+    def __init__(self):
+        self.pairs: List[Tuple[int, int]] = []
+        self.omitted = 0
+
+    def add(self, first: int, second: int) -> None:
+        if len(self.pairs) < MAX_GAPS_LISTED:
+            self.pairs.append((first, second))
+        else:
+            self.omitted += 1
+
+
+def decode_records(mv, b: BatchView, path, *, max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES) -> Iterator[RecordView]:
+    """Deep iteration of one batch (no CRC verification, as in Kafka), streamed: a v2 batch's records
+    are parsed RECORD_CHUNK at a time, so a batch of millions of records is never held whole (its
+    decompressed payload is, within max_batch_bytes). A batch of up to RECORD_CHUNK records is parsed
+    whole before its first record is yielded; in a larger one, as in Kafka's dump, an error stops the
+    listing at the bad record."""
     if b.magic >= rb.MAGIC_VALUE_V2:
         if b.count is not None and b.count < 0:
             raise InvalidRecordError(f"batch declares a negative record count {b.count}", path=path,
                                      position=b.position)
-        header, rows = decode_v2_batch(mv, b.position, path=path, max_batch_bytes=max_batch_bytes)
-        return [RecordView(r.offset, r.timestamp, r.key, r.value, r.headers,
-                           _record_sequence(header.base_sequence, r.offset - header.base_offset)) for r in rows]
+        header, chunks = iter_v2_batch(mv, b.position, path=path, max_batch_bytes=max_batch_bytes,
+                                       chunk_rows=RECORD_CHUNK)
+        return (RecordView(r.offset, r.timestamp, r.key, r.value, r.headers,
+                           _record_sequence(header.base_sequence, r.offset - header.base_offset))
+                for chunk in chunks for r in chunk)
     wrapper, inner = decode_legacy_entry(mv, b.position, path=path, verify_crc=False, max_batch_bytes=max_batch_bytes)
     rows = legacy_rows(wrapper, inner)
-    return [RecordView(r.offset, r.timestamp, r.key, r.value, [], None, m.crc, m.crc_valid)
-            for r, (_, m) in zip(rows, inner)]
+    return iter([RecordView(r.offset, r.timestamp, r.key, r.value, [], None, m.crc, m.crc_valid)
+                 for r, (_, m) in zip(rows, inner)])
 
 
 def _legacy_first_offset(mv, b: BatchView, path, max_batch_bytes: int) -> Optional[int]:
@@ -751,7 +776,7 @@ class Dumper:
         if deep:
             s.records = 0
         last_offset = -1
-        gaps: List[Tuple[int, int]] = []      # most recent first, as Kafka prepends
+        gaps = _Gaps()
         try:
             for pos, size, magic in _walk(mv, 0, end, path):
                 b = _read_batch(mv, pos, size, magic, path)
@@ -776,21 +801,20 @@ class Dumper:
                 if not deep or b.codec not in CODEC_NAMES:
                     continue
                 try:
-                    records = decode_records(mv, b, path, max_batch_bytes=o.max_batch_bytes)
+                    for r in decode_records(mv, b, path, max_batch_bytes=o.max_batch_bytes):
+                        if last_offset == -1:
+                            last_offset = r.offset
+                        elif r.offset != last_offset + 1:
+                            gaps.add(last_offset, r.offset)
+                        last_offset = r.offset
+                        s.records += 1
+                        text, obj, problem = self._record_output(path, b, r)
+                        yield self._obj(obj) if o.json else self._out(text)
+                        if problem is not None:
+                            yield self._error(s, problem)
                 except KafkalogError as e:
                     yield self._error(s, _drop_generic_hint(e.with_location(path=path, position=pos)))
                     continue
-                for r in records:
-                    if last_offset == -1:
-                        last_offset = r.offset
-                    elif r.offset != last_offset + 1:
-                        gaps.insert(0, (last_offset, r.offset))
-                    last_offset = r.offset
-                    s.records += 1
-                    text, obj, problem = self._record_output(path, b, r)
-                    yield self._obj(obj) if o.json else self._out(text)
-                    if problem is not None:
-                        yield self._error(s, problem)
         except KafkalogError:
             s.invalid_bytes = end - s.valid_bytes
             yield from self._report_gaps(path, gaps)
@@ -803,16 +827,20 @@ class Dumper:
                 yield self._out(f"Found {trailing} invalid bytes at the end of {os.path.basename(path)}")
             yield self._error(s, _tail_error(mv, s.valid_bytes, end, path))
 
-    def _report_gaps(self, path: str, gaps: List[Tuple[int, int]]) -> Iterator[Line]:
+    def _report_gaps(self, path: str, gaps: "_Gaps") -> Iterator[Line]:
         """Record offset gaps of one file: JSON objects now (file order), or Kafka's stderr report at the end."""
-        if not gaps:
+        if not gaps.pairs:
             return
         if self.options.json:
-            for first, second in reversed(gaps):
+            for first, second in gaps.pairs:
                 yield self._obj({"type": "non_consecutive_offsets", "file": path, "from": first, "to": second})
         else:
             key = _absolute(path)
-            self.non_consecutive[key] = gaps + self.non_consecutive.get(key, [])
+            # most recent first, as Kafka prepends
+            self.non_consecutive[key] = gaps.pairs[::-1] + self.non_consecutive.get(key, [])
+        if gaps.omitted:
+            yield Line(STDERR, f"{path}: {gaps.omitted} more non-consecutive offset pairs not listed "
+                               f"(the first {MAX_GAPS_LISTED} are)")
 
     def _record_output(self, path: str, b: BatchView, r: RecordView):
         """(text line, JSON object, error or None) for one record of a deep iteration."""
@@ -997,7 +1025,7 @@ class Dumper:
                 s.entries += 1
                 if mv is not None:
                     try:
-                        found = self._time_entry_check(mv, offset_index, offset, log.path)
+                        found = self._time_entry_check(mv, offset_index, offset, log.path, index_path)
                     except KafkalogError as e:
                         yield self._error(s, CorruptIndexError(
                             f"entry {i} (timestamp {timestamp}, offset {offset}): {e.message}", path=path,
@@ -1039,10 +1067,13 @@ class Dumper:
         if size_error is not None:
             yield self._error(s, size_error)
 
-    def _time_entry_check(self, mv, offset_index, offset: int, log_path) -> Tuple[int, int]:
+    def _time_entry_check(self, mv, offset_index, offset: int, log_path, offset_index_name=None) -> Tuple[int, int]:
         """(lastOffset of the first batch reaching ``offset``, max record timestamp of that batch);
         (-1, -1) when no batch reaches it. The walk starts at the offset index's lookup position."""
         position = offset_index.lookup(offset)[1] if offset_index is not None else 0
+        if position < 0:
+            raise CorruptIndexError(f"the offset index {offset_index_name} maps offset {offset} to byte position "
+                                    f"{position}, which is negative", hint=_NO_HINT)
         if position > len(mv):
             position = 0
         for pos, size, magic in _walk(mv, position, len(mv), log_path):

@@ -130,6 +130,26 @@ class LogDirLockedError(KafkalogError):
     default_hint = "stop the broker that owns this log dir, or work on a copy"
 
 
+# --- changing log dirs (kafkalog.durable) -----------------------------------------------------
+
+class FenceLostError(KafkalogError):
+    """The job that holds a log dir's lock is gone (or released it): this process must not change it."""
+
+    default_hint = "the job was stopped; run `kafkalog recover` and the job again"
+
+
+class OwnershipError(KafkalogError):
+    """A file cannot be given the owner, group or mode of the files it replaces."""
+
+    default_hint = "run the job as the log dir's owner (the broker's user) or as root"
+
+
+class SymlinkRefusedError(KafkalogError):
+    """A symlink sits where a job would write a file inside a partition folder."""
+
+    default_hint = "remove the symlink: a broker's log dir holds plain files only"
+
+
 class OffsetOutOfRangeError(KafkalogError):
     """An offset below the log start offset or above the readable end (Kafka's
     OffsetOutOfRangeException)."""
@@ -149,6 +169,13 @@ class ConfigError(KafkalogError):
     """A Kafka configuration value is invalid (the message names the key and where it came from)."""
 
     default_hint = "fix the value; the broker would refuse it too (see the key's range in Kafka's docs)"
+
+
+class OutOfMemoryError(KafkalogError):
+    """Decoding ran out of memory (an allocation or a mapping failed): not a problem of the data."""
+
+    default_hint = ("read it with iter_segment (bounded batches) or give the process more memory; "
+                    "the file itself may be fine")
 
 
 # --- the command line ------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from typing import Iterable, Mapping, Optional
 from .catalog import PartitionState
 from .checkpoint import (LEADER_EPOCH_CHECKPOINT, EpochEntry, fsync_dir, read_leader_epoch_checkpoint,
                          write_leader_epoch_checkpoint)
+from .durable import ownership_for, remove, rename, set_mtime, write_file
 from .errors import KafkalogError
 from .logdir import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, format_segment_file_name
 from .retention import DELETE, RetentionPlan
@@ -116,11 +117,16 @@ def renamed_by_run(mtime_ns: int, now_ms: int, tag: int) -> bool:
 # --- side effects ---------------------------------------------------------------------------------
 
 def _touch_empty(path: Path) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    """A new empty file of the rolled segment, owned like the partition folder's segments."""
+    write_file(path, b"", exclusive=True, owner=ownership_for(_sibling_model(path)))
+
+
+def _sibling_model(path: Path) -> Path:
+    """A live segment file of the same kind in the folder (its owner and mode are the ones a broker
+    gave), else the folder itself."""
+    suffix = path.name.split(".", 1)[1]
+    siblings = sorted(p for p in path.parent.glob(f"*.{suffix}") if p != path and not p.is_symlink())
+    return siblings[-1] if siblings else path.parent
 
 
 def apply_plan(state: PartitionState, plan: RetentionPlan, *, now_ms: int, tag: int = 0,
@@ -172,9 +178,9 @@ def apply_plan(state: PartitionState, plan: RetentionPlan, *, now_ms: int, tag: 
 
 def _rename_for_deletion(path: Path, stamp_ns: int, result: DeletionResult) -> None:
     target = path.with_name(f"{path.name}.{DELETED_SUFFIX}")
-    os.replace(path, target)
+    rename(path, target)
     result.renamed.append(target.name)
-    os.utime(target, ns=(stamp_ns, stamp_ns))
+    set_mtime(target, stamp_ns)
 
 
 def rename_left_behind(paths: Iterable[Path], *, now_ms: int, tag: int = 0,
@@ -204,7 +210,7 @@ def purge_deleted_files(paths: Iterable[Path], *, now_ms: int, delay_ms: int,
         except FileNotFoundError:
             continue
         if purge_due(stat.st_mtime_ns // 1_000_000, now_ms, delay_ms):
-            path.unlink()
+            remove(path)
             result.purged.append(path.name)
             result.bytes_purged += stat.st_size
             touched.add(path.parent)

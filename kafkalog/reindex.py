@@ -41,6 +41,7 @@ from typing import Dict, List, Optional, Tuple
 import pyarrow as pa
 
 from .checkpoint import atomic_write, fsync_dir
+from .durable import truncate
 from .errors import KafkalogError
 from .index.builder import DEFAULT_INDEX_INTERVAL_BYTES
 from .index.offset_index import write_offset_index
@@ -129,10 +130,7 @@ def truncate_corrupt_tail(log_path: os.PathLike | str) -> Optional[TailCut]:
     side, saved = _free_side_file(log_path.parent, base, position, tail)
     if not saved:
         atomic_write(side, tail)
-    with open(log_path, "r+b") as f:
-        f.truncate(position)
-        f.flush()
-        os.fsync(f.fileno())
+    truncate(log_path, position)
     fsync_dir(log_path.parent)
     message = None if error is None else getattr(error, "message", str(error))
     return TailCut(log_path, position, len(tail), side, message)
@@ -143,9 +141,11 @@ TAIL_NOT_CUT = ("not rebuilt: the .log has a corrupt tail that was not cut, and 
                 "first (--truncate-corrupt-tail, as recovery does)")
 
 
-def rebuild_indexes(v: SegmentVerification) -> Dict[str, str]:
-    """Write recovery's rebuild over every index of ``v`` that is not identical; kind → action."""
-    actions: Dict[str, str] = {}
+def rebuild_indexes(v: SegmentVerification, actions: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+    """Write recovery's rebuild over every index of ``v`` that is not identical; kind → action.
+    ``actions`` (pass your own) holds each file's action as soon as it is done, so a failure part-way
+    still tells which files were written."""
+    actions = {} if actions is None else actions
     for verdict in v.verdicts:
         if verdict.status == IDENTICAL:
             actions[verdict.kind] = NONE
@@ -231,18 +231,19 @@ def reindex_partition(
         elif k == 0:
             open_txns, known = {}, seg.base_offset == 0
         seg_common = dict(common, base_offset=seg.base_offset, is_active=is_active)
+        cut = v = None
+        actions: Dict[str, str] = {}
         try:
-            cut = None
             if truncate_tail:
                 cut = truncate_corrupt_tail(seg.log)
             v = verify_segment(seg.log, is_active=is_active, index_interval_bytes=index_interval_bytes,
                                segment_index_bytes=segment_index_bytes, base_offset=seg.base_offset,
                                open_txns=open_txns, txn_state_known=known)
             open_txns, known = v.open_txns_after, v.txn_state_known_after
-            actions = {} if verify_only else rebuild_indexes(v)
+            if not verify_only:
+                rebuild_indexes(v, actions)
         except (KafkalogError, OSError) as exc:
-            out.rows.append(dict(seg_common, file=seg.log.name, kind=LOG, **{"class": ERROR}, reason=str(exc),
-                                 action=FAILED, action_detail=None))
+            out.rows.extend(_failed_segment_rows(seg_common, seg, v, cut, actions, exc))
             known = False
             continue
         later = len(segments) - 1 - k
@@ -285,6 +286,27 @@ def reindex_partition(
                 file_size=verdict.file_size, log_size=v.log.size, log_valid_bytes=v.log.valid_bytes,
                 action=action, action_detail=detail))
     return out
+
+
+def _failed_segment_rows(seg_common: dict, seg, v, cut: Optional[TailCut], actions: Dict[str, str], exc) -> List[dict]:
+    """A segment whose reindexing failed part-way: a row per change already made (what is on disk
+    now), then the error row naming the file that failed and why."""
+    rows = []
+    if cut is not None:
+        rows.append(dict(seg_common, file=seg.log.name, kind=LOG, **{"class": CORRUPT},
+                         reason=f"corrupt tail cut at {cut.position} ({cut.error})", action=TRUNCATED,
+                         action_detail=f"the {cut.length} bytes are in {cut.side_file.name}"))
+    for verdict in (v.verdicts if v is not None else ()):
+        if actions.get(verdict.kind) in (REBUILT, CREATED):
+            rows.append(dict(seg_common, file=verdict.path.name, kind=verdict.kind, **{"class": verdict.status},
+                             reason=verdict.reason, action=actions[verdict.kind],
+                             action_detail="written before a later file of the segment failed"))
+    failed = Path(exc.filename).name if isinstance(exc, OSError) and exc.filename else seg.log.name
+    reason = (f"{exc.filename}: {exc.strerror} (the folder or file is not writable by this job)"
+              if isinstance(exc, PermissionError) and exc.filename else str(exc))
+    rows.append(dict(seg_common, file=failed, kind=LOG, **{"class": ERROR}, reason=reason, action=FAILED,
+                     action_detail=None))
+    return rows
 
 
 def partition_error_row(*, log_dir, folder, topic, partition, message: str) -> dict:

@@ -32,7 +32,7 @@ from .producer_snapshot import snapshot_file_name
 from .log_deletion import (DeletionResult, apply_plan, purge_deleted_files, rename_left_behind, renamed_by_run,
                            updated_log_start_offsets)
 from .logdir import (CLEANED_SUFFIX, DELETED_SUFFIX, KRAFT_METADATA_TOPIC, LIVE, LOG_SUFFIX, SWAP_SUFFIX,
-                     parse_partition_dir_name, parse_segment_file_name, scan_partition_dir)
+                     format_segment_file_name, parse_partition_dir_name, parse_segment_file_name, scan_partition_dir)
 from .retention import (HW_MISSING_ZERO, NO_PRODUCER_SNAPSHOT, LogState, Segment, keep_active_segment,
                         plan_retention, resolve_high_watermark)
 
@@ -136,10 +136,11 @@ def retain_partition(path: os.PathLike | str, *, log_dir: Optional[os.PathLike |
                 _count_earlier_attempt(state, now_ms, tag, out)
             _apply(state, config, now_ms, tag or 0, delete_delay_ms, out)
     except KafkalogError as exc:
-        out.update(status=ERROR, message=str(exc))
+        out.update(status=ERROR, message=str(exc) + out.get("_partial", ""))
     except OSError as exc:
         out.update(status=ERROR, message=f"{exc.filename or path}: {exc.strerror or exc} "
-                                         "(check the folder is readable and, with --execute, writable)")
+                                         "(check the folder is readable and, with --execute, writable)"
+                                         + out.get("_partial", ""))
     finally:
         out["duration_ms"] = int((time.monotonic() - started) * 1000)
     return out
@@ -252,9 +253,22 @@ def _apply(state: PartitionState, config, now_ms: int, tag: int, delete_delay_ms
         delay = config.file_delete_delay_ms if delete_delay_ms is None else delete_delay_ms
         leftovers = list(state.leftovers) + [state.path / name for name in result.renamed]
         purge_deleted_files(leftovers, now_ms=now_ms, delay_ms=delay, result=result)
+    except BaseException:
+        _count_committed(plan, result, out)
+        raise
     finally:   # what was done is reported even when a later step failed
         out.update(renamed=result.renamed, purged=result.purged, bytes_purged=result.bytes_purged)
     out.update(status=APPLIED)
+
+
+def _count_committed(plan, result: DeletionResult, out: dict) -> None:
+    """After a failure part-way, the counts say what was done, not what was planned: a segment is
+    deleted once its ``.log`` is renamed to ``.deleted`` (a broker no longer loads it)."""
+    gone = {name[:-len(DELETED_SUFFIX) - 1] for name in result.renamed}
+    done = [d for d in plan.deleted if format_segment_file_name(d.base_offset, LOG_SUFFIX) in gone]
+    out.update(segments_deleted=len(done), bytes_freed=sum(d.size for d in done),
+               _partial=f"; {len(done)} of the {len(plan.deleted)} segments planned were deleted before it failed"
+                        + (f" (the rolled segment {result.rolled_segment} was created)" if result.rolled_segment else ""))
 
 
 def public_outcome(outcome: dict) -> dict:
@@ -267,8 +281,8 @@ def finish_log_dir(log_dir: os.PathLike | str, outcomes: Iterable[dict]) -> dict
     returns {"changed": [...], "path": ...}. Writes nothing when no entry changes."""
     path = Path(log_dir) / LOG_START_OFFSET_CHECKPOINT
     changes = {}
-    for o in outcomes:
-        if o.get("status") == APPLIED and (o.get("segments_deleted") or o.get("segments_deleted_earlier")):
+    for o in outcomes:     # every applied partition, as a broker rewrites every log's entry: a run after one
+        if o.get("status") == APPLIED:   # killed before this step puts right the entries it left stale
             changes[(o["topic"], o["partition"])] = (o["new_log_start_offset"], o["first_base_offset_after"])
     if not changes:
         return {"path": os.fspath(path), "changed": []}

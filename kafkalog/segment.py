@@ -3,8 +3,10 @@ a segment — .log plus the .index and .timeindex Kafka's recovery would build f
 """
 from __future__ import annotations
 
+import errno
 import os
 from collections import deque
+from contextlib import contextmanager
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,11 +15,15 @@ from typing import Deque, Iterator, List, Optional, Sequence
 import numpy as np
 import pyarrow as pa
 
-from .errors import InvalidFileNameError, KafkalogError
+from .durable import replace_file
+from .errors import InvalidFileNameError, KafkalogError, OutOfMemoryError
 from .format import compression as codecs
 from .format import legacy_record as legacy
 from .format import record_batch as rb
-from .format.decoder import PartitionId, decode_window
+from .format.compression import release_frames
+from .format.buffer_pool import available_memory_bytes
+from .format import decoder
+from .format.decoder import BatchSlices, PartitionId, decode_window, needs_slicing
 from .format.file_records import (OK_END, OK_WINDOW, HeaderArrays, MappedFile, check_crcs, crc_error,
                                   resolve_engine, scan_buffer, walk_error, _scan)
 from .format.schema import RECORD_SCHEMA
@@ -30,6 +36,12 @@ DEFAULT_BATCH_BYTES = 16 * 1024       # producers' batch.size, for batches write
 FIRST_WINDOW_SLOTS = 4096
 SMALLEST_ENTRY_BYTES = legacy.LOG_OVERHEAD + legacy.RECORD_OVERHEAD_V0   # offset, size, then a v0 message: 26
 MIN_SPLIT_BYTES = 1 << 20             # a file is not cut into windows smaller than this to share it out
+# The fixed-width columns of one decoded row that no other row shares: offset, timestamp, baseOffset,
+# lastOffset, batchPosition (8 bytes each) and the key and value offsets (4 each). read_segment refuses
+# a file whose declared records need more than the memory left, once that is past TABLE_CHECK_FROM_BYTES.
+TABLE_ROW_BYTES = 48
+TABLE_CHECK_FROM_BYTES = 256 << 20
+GIB = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -91,6 +103,28 @@ class SegmentReader:
         self.valid_bytes = start
         self.error: Optional[KafkalogError] = None
         self.batches_read = 0
+        self.keeps_all = False            # the caller keeps every row: check the table fits first
+        self._declared = 0
+
+    def _check_table_fits(self, h: HeaderArrays) -> None:
+        """For a caller that keeps every row (read_segment): refuse, before decoding, a file whose
+        declared records alone would take more memory than the process can still get."""
+        if len(h):
+            # a count larger than the batch's records can hold is an error decoding will name
+            compressed = (h.attributes & rb.COMPRESSION_CODEC_MASK) != 0
+            room = np.where(compressed, self.options.max_batch_bytes, h.size.astype(np.int64) - rb.RECORDS_OFFSET)
+            plausible = np.minimum(h.recordsCount.astype(np.int64), np.maximum(room, 0) // rb.MIN_RECORD_SIZE)
+            self._declared += int(plausible[h.magic == 2].sum())
+        need = self._declared * TABLE_ROW_BYTES
+        if need < TABLE_CHECK_FROM_BYTES:
+            return
+        available = available_memory_bytes()
+        if available is not None and need > available:
+            raise OutOfMemoryError(
+                f"the segment declares {self._declared:,} records up to the window at byte {int(h.position[0])}: "
+                f"a table of them needs at least {need / GIB:.1f} GiB, more than the {available / GIB:.1f} GiB "
+                "this process can still allocate", path=self.path, position=int(h.position[0]),
+                hint="stream it with iter_segment (bounded RecordBatches), or give the process more memory")
 
     def _threads(self, engine: str) -> int:
         if engine == "python":
@@ -105,6 +139,8 @@ class SegmentReader:
             buf = f.array
             pending: Deque[Future] = deque()
             for h, walk_problem in self._windows(buf, engine, threads):
+                if self.keeps_all:
+                    self._check_table_fits(h)
                 pending.append(pool.submit(self._decode_window, buf, h, walk_problem, engine))
                 if len(pending) > threads:
                     stop = yield from self._deliver(pending.popleft())
@@ -149,12 +185,17 @@ class SegmentReader:
     def _deliver(self, fut: Future):
         """Yield one window's batches; return True when the walk must stop."""
         result: _WindowResult = fut.result()
-        yield from result.batches
+        for item in result.batches:
+            if isinstance(item, BatchSlices):      # one huge batch, validated, decoded slice by slice
+                with out_of_memory_as_error(self.path, item.position):
+                    yield from item
+            else:
+                yield item
         self.batches_read += result.batches_read
         if result.valid_bytes is not None:
             self.valid_bytes = result.valid_bytes
         if result.error is not None:
-            if self.options.on_corrupt == "raise":
+            if self.options.on_corrupt == "raise" or isinstance(result.error, OutOfMemoryError):
                 raise result.error
             self.error = result.error
             return True
@@ -171,14 +212,29 @@ class SegmentReader:
                 problem = crc_error(buf, h, bad, self.path)
                 h = h.head(bad)
         out = _WindowResult([], 0, None)
+        slice_rows = decoder.SLICE_RECORDS
+        huge = needs_slicing(h, slice_rows).tolist()
         i = 0
         while i < len(h):
+            stop = next((j for j in huge if j >= i), len(h))     # windows end before a huge batch
             try:
-                batch, k = decode_window(buf, h.slice(i, len(h)), self.pid, engine=engine, path=self.path,
-                                         verify_crc=opts.verify_crc, max_batch_bytes=opts.max_batch_bytes,
-                                         budget=opts.window_bytes)
+                if i == stop:
+                    with out_of_memory_as_error(self.path, int(h.position[i])):
+                        sliced = BatchSlices(buf, h.slice(i, i + 1), self.pid, engine=engine, path=self.path,
+                                             max_batch_bytes=opts.max_batch_bytes, rows=slice_rows)
+                        sliced.validate()
+                    out.batches.append(sliced)
+                    out.batches_read += 1
+                    out.valid_bytes = int(h.position[i] + h.size[i])
+                    i += 1
+                    continue
+                with out_of_memory_as_error(self.path, int(h.position[i])):
+                    batch, k = decode_window(buf, h.slice(i, stop), self.pid, engine=engine, path=self.path,
+                                             verify_crc=opts.verify_crc, max_batch_bytes=opts.max_batch_bytes,
+                                             budget=opts.window_bytes)
             except KafkalogError as e:
-                if opts.on_corrupt == "raise":
+                release_frames(e)
+                if opts.on_corrupt == "raise" or isinstance(e, OutOfMemoryError):   # memory is not corruption
                     out.error = e
                     return out
                 # A reader stops at the bad batch, after the valid ones before it.
@@ -211,6 +267,24 @@ class SegmentReader:
         return i + max(idx, 0)
 
 
+@contextmanager
+def out_of_memory_as_error(path, position: Optional[int]) -> Iterator[None]:
+    """Running out of memory while decoding (MemoryError, or ENOMEM from an allocation or a mapping)
+    becomes a KafkalogError naming the file and the batch, with what was held released first."""
+    try:
+        yield
+    except MemoryError as exc:
+        release_frames(exc)
+        raise OutOfMemoryError("out of memory decoding the batch at this position", path=path,
+                               position=position) from None
+    except OSError as exc:
+        if exc.errno != errno.ENOMEM:
+            raise
+        release_frames(exc)
+        raise OutOfMemoryError(f"out of memory decoding the batch at this position ({exc.strerror})", path=path,
+                               position=position) from None
+
+
 def even_window_bytes(file_bytes: int, window_bytes: int, threads: int) -> int:
     """Window size that cuts ``file_bytes`` into a multiple of ``threads`` windows of at most
     ``window_bytes``; windows end at the first batch boundary past it, so the last may be small."""
@@ -234,8 +308,11 @@ def read_segment(path, *, topic: Optional[str] = None, partition: Optional[int] 
     Options: verify_crc (True), on_corrupt ("raise" | "stop"), max_batch_bytes, window_bytes,
     engine ("auto" | "python" | "accel").
     """
-    batches = list(iter_segment(path, topic=topic, partition=partition, **options))
-    return pa.Table.from_batches(batches, schema=RECORD_SCHEMA)
+    reader = SegmentReader(path, ReadOptions(**options), topic=topic, partition=partition)
+    reader.keeps_all = True
+    with out_of_memory_as_error(reader.path, None):
+        batches = list(reader)
+        return pa.Table.from_batches(batches, schema=RECORD_SCHEMA)
 
 
 # --- writing -------------------------------------------------------------------------------
@@ -343,12 +420,7 @@ def encode_records(table: pa.Table, *, compression=None, magic: int = 2, batch_b
 
 
 def _write_atomically(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    replace_file(path, data, sync=True)
 
 
 def write_segment(directory, records: pa.Table, *, compression=None, magic: int = 2,

@@ -708,3 +708,34 @@ def test_legacy_helpers_agree_with_the_writer(tmp_path):
     assert out[3].startswith("| offset: 10 CreateTime: 5 keySize: 1 valueSize: 1 isValid: true crc: ")
     assert out[3].endswith("} key: a payload: b")
     assert out[4].endswith("} payload: c")
+
+
+def test_timeindex_whose_offset_index_has_a_negative_position_names_it(tmp_path):
+    """Issue 18 (8): a negative position in the matching .index used to surface as a struct.error."""
+    import pyarrow as pa
+    import kafkalog.segment as seg
+
+    folder = tmp_path / "t-0"
+    folder.mkdir()
+    records = pa.table({"offset": list(range(400)), "key": [b"k%d" % i for i in range(400)], "value": [b"v" * 200] * 400,
+                        "timestamp": list(range(1000, 1400))})
+    log = seg.write_segment(folder, records, batch_bytes=1024, index_interval_bytes=512)
+    index = log.with_suffix(".index")
+    raw = bytearray(index.read_bytes())
+    assert len(raw) >= 16
+    struct.pack_into(">i", raw, 12, -5000)       # the second entry's position
+    index.write_bytes(bytes(raw))
+    result = dump([str(log.with_suffix(".timeindex"))], DumpOptions())
+    text = "\n".join(result.stdout + result.stderr)
+    assert "struct" not in text
+    assert "negative" in text and str(index) in text
+
+
+def test_snappy_block_too_large_names_the_block_size():
+    from kafkalog.errors import DecompressedSizeError
+    from kafkalog.format.compression import SNAPPY, compress, decompress
+
+    payload = compress(SNAPPY, b"x" * 5000)
+    with pytest.raises(DecompressedSizeError) as exc:
+        decompress(SNAPPY, payload, max_bytes=1000)
+    assert "5000" in str(exc.value) and "1000" in str(exc.value)

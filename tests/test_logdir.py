@@ -403,7 +403,7 @@ def test_lock_held_by_another_process_is_detected_and_refused(tmp_path, holder_f
         with lock_log_dir(tmp_path):
             pytest.fail("took a lock another process holds")
     if use_getlk:
-        assert f"process {holder.proc.pid}" in str(info.value)
+        assert f"a broker or other process (PID {holder.proc.pid}" in str(info.value)
     assert info.value.path == str(tmp_path / ".lock")
     assert probe_from_another_process(tmp_path / ".lock") == "held"
 
@@ -412,6 +412,40 @@ def test_lock_held_by_another_process_is_detected_and_refused(tmp_path, holder_f
     assert scan_log_dir(tmp_path).locked is False
     with lock_log_dir(tmp_path) as locked_dir:
         assert locked_dir == tmp_path
+
+
+HOLD_LOCK_AS = r"""
+import fcntl, os, sys
+if sys.argv[2] == "kafkalog":
+    from kafkalog.logdir import lock_log_dir
+    held = lock_log_dir(os.path.dirname(sys.argv[1]))
+    held.__enter__()
+else:                                            # FileChannel.tryLock(): [0, Long.MAX_VALUE)
+    fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, (1 << 63) - 1)
+print("locked", flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.skipif(not logdir._USE_GETLK, reason="needs F_OFD_GETLK/F_GETLK to see the holder")
+@pytest.mark.parametrize("kind, expected", [("kafkalog", "another kafkalog job (PID {pid}"),
+                                            ("java", "a broker or other Java process (PID {pid}")])
+def test_lock_message_says_what_holds_it(tmp_path, kind, expected):
+    """Issue 18 (3): the message used to blame a broker when another kafkalog job held the lock."""
+    proc = subprocess.Popen([sys.executable, "-c", HOLD_LOCK_AS, str(tmp_path / ".lock"), kind],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "locked"
+        with pytest.raises(LogDirLockedError) as info:
+            with lock_log_dir(tmp_path):
+                pytest.fail("took a held lock")
+        assert expected.format(pid=proc.pid) in str(info.value)
+        assert logdir.describe_lock_holder(tmp_path).startswith(expected.format(pid=proc.pid))
+        assert probe_from_another_process(tmp_path / ".lock") == "held"   # a broker's tryLock is refused
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=10)
 
 
 def test_lock_log_dir_holds_like_a_broker_and_releases(tmp_path):

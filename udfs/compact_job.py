@@ -30,6 +30,8 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 import pyarrow as pa
 
 from kafkalog.cleaner.partition_run import CLEANED, ERROR, ROW_FIELDS, WOULD_CLEAN, run_partition
+from kafkalog.durable import fenced
+from kafkalog.logdir import held_fences
 
 from . import delta_tables
 from .job import (EXIT_OK, EXIT_PARTIAL, add_config_arguments, add_html_argument, base_parser, locked_log_dirs,
@@ -129,11 +131,16 @@ def compact_folders(spark, folders: Sequence[Tuple[str, str]], *, configs, now: 
     budget = map_budget_per_task(spark, configs)
     order = sorted(folders, key=lambda df: -_log_bytes(df[1]))
 
+    fences = held_fences()       # the driver's locks: a worker changes nothing once they are gone
+
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            rows = [run_partition(order[i][0], order[i][1], configs=configs, now_ms=now, dry_run=dry_run,
-                                  explain=explain.get(order[i][1], []), map_budget_bytes=budget)
-                    for i in batch.column(0).to_pylist()]
+            rows = []
+            for i in batch.column(0).to_pylist():
+                log_dir, folder = order[i]
+                with fenced([fences.get(log_dir)]):
+                    rows.append(run_partition(log_dir, folder, configs=configs, now_ms=now, dry_run=dry_run,
+                                              explain=explain.get(folder, []), map_budget_bytes=budget))
             if rows:
                 yield pa.RecordBatch.from_pylist(rows, schema=ROW_SCHEMA)
 

@@ -19,12 +19,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, NamedTuple, Optional, Sequence
 
-from kafkalog.checkpoint import atomic_write
+from kafkalog.durable import AS_CREATED, ownership_problem, replace_file
 from kafkalog.cli import _non_negative_int as _non_negative  # noqa: F401 - the jobs' argument type too
 from kafkalog.cli import check_log_dir
 from kafkalog.config import KafkaConfigs, load_configs
 from kafkalog.errors import ConfigError, KafkalogError, LogDirLockedError, UsageError
-from kafkalog.logdir import is_locked, lock_log_dir
+from kafkalog.logdir import describe_lock_holder, is_locked, lock_log_dir
 
 from . import progress as _progress
 
@@ -186,19 +186,34 @@ def locked_log_dirs(log_dirs, *, modifying: bool, read_only_note: str):
     refused, usable = [], []
     for log_dir in log_dirs:
         if is_locked(log_dir):
-            message = f"{log_dir}: its .lock is held by a live process (a running broker?)"
+            message = f"{log_dir}: its .lock is held by {describe_lock_holder(log_dir)}"
             if modifying:
                 refused.append(dict(log_dir=str(log_dir),
                                     message=f"{message}; refused. {LogDirLockedError.default_hint}"))
                 progress(f"error: {message}; refused")
                 continue
             progress(f"warning: {message}; {read_only_note}")
+        if modifying:
+            problem = _write_problem(log_dir)
+            if problem is not None:
+                refused.append(dict(log_dir=str(log_dir), message=f"{problem}; refused, nothing changed"))
+                progress(f"error: {problem}; refused")
+                continue
         usable.append(log_dir)
     with ExitStack() as locks:
         if modifying:
             for log_dir in usable:
                 locks.enter_context(lock_log_dir(log_dir))
         yield usable, refused
+
+
+def _write_problem(log_dir) -> Optional[str]:
+    """Why a modifying job may not change ``log_dir`` (None when it may): files it cannot give their
+    owners' uid and gid (``kafkalog.durable.ownership_problem``), or a dir it cannot read."""
+    try:
+        return ownership_problem(log_dir)
+    except OSError as exc:
+        return f"{exc.filename or log_dir}: {exc.strerror or exc}"
 
 
 def progress(message: str) -> None:
@@ -212,7 +227,7 @@ def write_report(path: Optional[str], report: dict) -> None:
     data = json.dumps(report, indent=2, sort_keys=False, default=_json_default).encode("utf-8") + b"\n"
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(target, data)
+    replace_file(target, data, owner=AS_CREATED)      # a user's file, not a log dir's: no owner copied
     progress(f"report written to {target}")
 
 

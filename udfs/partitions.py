@@ -11,8 +11,9 @@ from typing import Callable, Iterable, Iterator, Sequence
 import pyarrow as pa
 
 from kafkalog.catalog import catalog_rows, error_rows, load_partition, read_log_dir_checkpoints
+from kafkalog.durable import fenced
 from kafkalog.errors import KafkalogError, UsageError
-from kafkalog.logdir import REMOTE_INDEX_CACHE_DIR, parse_partition_dir_name, scan_partition_dir
+from kafkalog.logdir import REMOTE_INDEX_CACHE_DIR, held_fences, parse_partition_dir_name, scan_partition_dir
 
 FOLDER_SCHEMA = pa.schema([pa.field("log_dir", pa.string()), pa.field("partition_dir", pa.string())])
 
@@ -84,17 +85,21 @@ def spark_arrow_schema(schema: pa.Schema) -> pa.Schema:
 def map_folders(df, per_folder: Callable[[str, str, dict], list[dict]], schema: pa.Schema, *, counter=None):
     """``mapInArrow`` running ``per_folder(log_dir, folder, task_cache) -> rows`` for each folder; the
     task cache lets a task read each log dir's checkpoints once. ``counter`` (``udfs.progress.count_folders``)
-    counts the folders done, for the job's progress line."""
+    counts the folders done, for the job's progress line. Each folder's work is fenced by the lock this
+    (driver) process holds on its log dir, if any (``kafkalog.durable``): a worker changes nothing in the
+    dir once the driver is gone."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
     out_schema = spark_arrow_schema(schema)
+    fences = held_fences()
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         cache: dict = {}
         for batch in batches:
             rows = []
             for log_dir, folder in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
-                rows.extend(per_folder(log_dir, folder, cache))
+                with fenced([fences.get(log_dir)]):
+                    rows.extend(per_folder(log_dir, folder, cache))
                 if counter is not None:
                     counter.add(1)
             if rows:

@@ -56,13 +56,14 @@ from typing import Callable, Collection, Dict, Iterable, List, Optional, Sequenc
 from ..checkpoint import (CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
                           fsync_dir, read_offset_checkpoint, write_offset_checkpoint)
 from ..config import BrokerConfig, KafkaConfigs, LogConfig
+from .. import durable
 from ..errors import KafkalogError, LogDirLockedError
 from ..format.file_records import scan_batches
 from ..format.record_batch import crc32c_update
 from ..index.builder import IndexAppender
 from ..index.transaction_index import TransactionIndex
 from ..logdir import (CLEANED_SUFFIX, DELETED_SUFFIX, SNAPSHOT_SUFFIX, SWAP_SUFFIX, format_segment_file_name,
-                      is_locked, lock_log_dir, parse_partition_dir_name, parse_segment_file_name)
+                      describe_lock_holder, is_locked, lock_log_dir, parse_partition_dir_name, parse_segment_file_name)
 from ..producer_snapshot import read_producer_snapshot
 from . import producer_state as ps
 from .cleanable import CleanableOffsets, cleanable_offsets
@@ -403,8 +404,7 @@ class _Sink:
         self._crc = 0 if path is not None else None
         self._file = None
         if path is not None:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
-            self._file = os.fdopen(fd, "wb", buffering=1 << 20)
+            self._file = durable.open_for_write(path, buffering=1 << 20)
 
     def write(self, data: bytes) -> None:
         if self._file is not None:
@@ -425,13 +425,13 @@ class _Sink:
 
     def discard(self) -> None:
         if self._file is not None:
-            self._file.close()
-            self._file = None
-        if self.path is not None:
             try:
-                self.path.unlink()
-            except FileNotFoundError:
+                self._file.close()      # flushing what is buffered may fail again (a full disk)
+            except OSError:
                 pass
+            self._file = None
+        if self.path is not None and durable.fences_hold():
+            durable.remove(self.path, missing_ok=True)
 
 
 @dataclass
@@ -583,16 +583,7 @@ def _name(base: int, suffix: str, temp: Optional[str] = None) -> str:
 
 
 def _write_file(path: Path, data: bytes, mtime_ns: Optional[int]) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    if mtime_ns is not None:
-        os.utime(path, ns=(mtime_ns, mtime_ns))
+    durable.write_file(path, data, mtime_ns=mtime_ns)
 
 
 def _verify_cleaned_log(path: Path, expected_size: int, expected_digest: int) -> None:
@@ -635,9 +626,9 @@ def _swap_in(directory: Path, g: _GroupOutput, on_step: Optional[StepHook]) -> N
     for suffix in FILE_SUFFIXES:
         stale = directory / _name(base, suffix, CLEANED_SUFFIX)
         if suffix != "log" and stale.exists():
-            stale.unlink()
+            durable.remove(stale)
     g.sink.close()
-    os.utime(g.sink.path, ns=(mtime, mtime))
+    durable.set_mtime(g.sink.path, mtime)
     for suffix, data in contents.items():
         if data is not None:
             _write_file(directory / _name(base, suffix, CLEANED_SUFFIX), data,
@@ -649,7 +640,7 @@ def _swap_in(directory: Path, g: _GroupOutput, on_step: Optional[StepHook]) -> N
     for suffix in FILE_SUFFIXES:
         if suffix in contents:
             target = directory / _name(base, suffix, SWAP_SUFFIX)
-            os.replace(directory / _name(base, suffix, CLEANED_SUFFIX), target)
+            durable.rename(directory / _name(base, suffix, CLEANED_SUFFIX), target)
             fsync_dir(directory)
             _hook(on_step, STEP_SWAP, target)
     # c. old segments -> .deleted (ascending), snapshots of the bases that disappear
@@ -661,7 +652,7 @@ def _swap_in(directory: Path, g: _GroupOutput, on_step: Optional[StepHook]) -> N
             if not src.exists():
                 continue
             target = directory / _name(seg.base_offset, suffix, DELETED_SUFFIX)
-            os.replace(src, target)
+            durable.rename(src, target)
             deleted.append(target)
             fsync_dir(directory)
             _hook(on_step, STEP_MARK_DELETED, target)
@@ -669,15 +660,12 @@ def _swap_in(directory: Path, g: _GroupOutput, on_step: Optional[StepHook]) -> N
     for suffix in FILE_SUFFIXES:
         if suffix in contents:
             target = directory / _name(base, suffix)
-            os.replace(directory / _name(base, suffix, SWAP_SUFFIX), target)
+            durable.rename(directory / _name(base, suffix, SWAP_SUFFIX), target)
             fsync_dir(directory)
             _hook(on_step, STEP_INSTALL, target)
     # e. physical deletion
     for p in deleted:
-        try:
-            p.unlink()
-        except FileNotFoundError:
-            pass
+        durable.remove(p, missing_ok=True)
         _hook(on_step, STEP_PURGE, p)
     fsync_dir(directory)
 
@@ -857,8 +845,7 @@ def clean_partition(partition_dir, *, config: LogConfig, now_ms: int, broker: Br
                              io_buffer_size=io_buffer_size, high_watermark=high_watermark, force=force,
                              update_checkpoint=update_checkpoint, map_budget_bytes=map_budget_bytes, plan=plan)
     if is_locked(log_dir):
-        raise LogDirLockedError("the log dir is locked by a running broker (or another job)",
-                                path=log_dir / ".lock")
+        raise LogDirLockedError(f"the log dir is locked by {describe_lock_holder(log_dir)}", path=log_dir / ".lock")
     kwargs = dict(config=config, now_ms=now_ms, broker=broker, offset_map=offset_map, dry_run=dry_run,
                   on_step=on_step, record_decisions=record_decisions, io_buffer_size=io_buffer_size,
                   high_watermark=high_watermark, force=force, update_checkpoint=update_checkpoint,
@@ -878,7 +865,7 @@ def clean_log_dir(log_dir, *, configs: KafkaConfigs, now_ms: int, dry_run: bool 
 
     log_dir = Path(log_dir)
     if is_locked(log_dir):
-        raise LogDirLockedError("the log dir is locked by a running broker (or another job)", path=log_dir / ".lock")
+        raise LogDirLockedError(f"the log dir is locked by {describe_lock_holder(log_dir)}", path=log_dir / ".lock")
     wanted = None if partitions is None else set(partitions)
     scanned = scan_log_dir(log_dir)
     results = []

@@ -215,3 +215,38 @@ def _env_limit() -> int:
 OUTPUT_POOL = BufferPool(max_idle_bytes=_env_limit())
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=OUTPUT_POOL.after_fork)
+
+
+def available_memory_bytes() -> Optional[int]:
+    """What this process can still allocate, as far as Linux tells: the least of MemAvailable, the
+    address-space limit (RLIMIT_AS) minus the current address space, and the cgroup's memory.max
+    minus its usage. None where none of these can be read."""
+    limits = []
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    limits.append(int(line.split()[1]) * 1024)
+                    break
+    except OSError:
+        pass
+    try:
+        import resource
+        soft, _hard = resource.getrlimit(resource.RLIMIT_AS)
+        if soft != resource.RLIM_INFINITY:
+            with open("/proc/self/status") as f:
+                for line in f:
+                    if line.startswith("VmSize:"):
+                        limits.append(soft - int(line.split()[1]) * 1024)
+                        break
+    except (OSError, ImportError, ValueError):
+        pass
+    try:
+        with open("/sys/fs/cgroup/memory.max") as f:
+            text = f.read().strip()
+        if text != "max":
+            with open("/sys/fs/cgroup/memory.current") as f:
+                limits.append(int(text) - int(f.read()))
+    except (OSError, ValueError):
+        pass
+    return max(0, min(limits)) if limits else None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import struct
 import threading
+import traceback
 import zlib
 from typing import Optional
 
@@ -134,9 +135,34 @@ class OutputBuffer:
             self.array = grown
         return self.array
 
+    def release(self) -> None:
+        """Let go of what a rejected payload made it grow to (a zstd bomb: up to max_bytes) now,
+        rather than when the garbage collector frees the error's traceback."""
+        if len(self.array) > _KEPT_AFTER_ERROR:
+            self.array = np.empty(_KEPT_AFTER_ERROR, dtype=np.uint8)
+
+
+_KEPT_AFTER_ERROR = 1 << 20
+
+
+def release_frames(error: BaseException) -> None:
+    """Drop the locals of the finished frames an error's traceback holds (decompression buffers,
+    views of them), so a rejected batch's memory is freed when the error is raised."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        traceback.clear_frames(error.__traceback__)
+        error = error.__context__ or error.__cause__
+
 
 def _too_big(codec: int, max_bytes: int) -> DecompressedSizeError:
     return DecompressedSizeError(f"{codec_name(codec)} payload expands beyond {max_bytes} bytes")
+
+
+def _block_too_big(codec: int, block_bytes: int, used: int, max_bytes: int) -> DecompressedSizeError:
+    """A block whose declared size does not fit: names that size, what came before it, and the cap."""
+    return DecompressedSizeError(f"{codec_name(codec)} block expands to {block_bytes} bytes; with the {used} bytes "
+                                 f"before it the payload would exceed {max_bytes} bytes")
 
 
 def _put(out: OutputBuffer, at: int, data) -> int:
@@ -195,18 +221,19 @@ def _unsnappy(data, out: OutputBuffer, at: int, max_bytes: int) -> int:
         pos += 4
         if pos + length > end:
             raise DecompressionError(f"snappy: chunk of {length} bytes runs past the payload end")
-        at = _raw_snappy(data[pos:pos + length], out, at, max_bytes - (at - start))
+        at = _raw_snappy(data[pos:pos + length], out, at, max_bytes, used=at - start)
         pos += length
     return at
 
 
-def _raw_snappy(block, out: OutputBuffer, at: int, max_bytes: int) -> int:
+def _raw_snappy(block, out: OutputBuffer, at: int, max_bytes: int, used: int = 0) -> int:
+    """One raw snappy block at ``at``; ``used`` bytes of the payload's ``max_bytes`` came before it."""
     try:
         n = cramjam.snappy.decompress_raw_len(block)
     except Exception as e:  # cramjam raises its own DecompressionError
         raise DecompressionError(f"snappy: {e}") from None
-    if n > max_bytes:
-        raise _too_big(SNAPPY, max_bytes)
+    if used + n > max_bytes:
+        raise _block_too_big(SNAPPY, n, used, max_bytes)
     arr = out.reserve(at + n, at)
     try:
         written = cramjam.snappy.decompress_raw_into(block, arr[at:at + n])
@@ -385,7 +412,17 @@ def _unzstd(data, out: OutputBuffer, at: int, max_bytes: int) -> int:
 
 def decompress_into(codec: int, data, out: OutputBuffer, at: int = 0, *, magic: int = 2,
                     max_bytes: int = DEFAULT_MAX_BATCH_BYTES) -> int:
-    """Decompress one batch payload into ``out`` from byte ``at``; returns the end position."""
+    """Decompress one batch payload into ``out`` from byte ``at``; returns the end position. On an
+    error, what ``out`` grew to is released before it is raised."""
+    try:
+        return _decompress_into(codec, data, out, at, magic, max_bytes)
+    except BaseException as e:
+        out.release()
+        release_frames(e)
+        raise
+
+
+def _decompress_into(codec: int, data, out: OutputBuffer, at: int, magic: int, max_bytes: int) -> int:
     if codec == GZIP:
         return _gunzip(data, out, at, max_bytes)
     if codec == SNAPPY:

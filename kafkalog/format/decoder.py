@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import Iterator, List, Optional
 
 import numpy as np
 import pyarrow as pa
@@ -307,12 +307,16 @@ def decode_reference(buf, h: HeaderArrays, pid: PartitionId, *, path=None, verif
         total += size
         rows.extend(batch_rows)
         counts[b] = len(batch_rows)
-    h = h.head(nb)
-    counts = counts[:nb]
+    return _rows_batch(rows, h.head(nb), counts[:nb], base_offsets[:nb], pid), nb
+
+
+def _rows_batch(rows: List[ref.RecordRow], h: HeaderArrays, counts: np.ndarray, base_offsets: np.ndarray,
+                pid: PartitionId) -> pa.RecordBatch:
+    """The reference engine's rows as a RecordBatch: ``counts[b]`` rows come from batch b of ``h``."""
     n = len(rows)
     header_rows = [[{"key": k, "value": v} for k, v in r.headers] for r in rows]
-    batch_cols = _batch_columns(dataclasses.replace(h, baseOffset=base_offsets[:nb]), counts)
-    batch = _assemble(
+    batch_cols = _batch_columns(dataclasses.replace(h, baseOffset=base_offsets), counts)
+    return _assemble(
         n, pid,
         pa.array([r.key for r in rows], pa.binary()),
         pa.array([r.value for r in rows], pa.binary()),
@@ -322,7 +326,6 @@ def decode_reference(buf, h: HeaderArrays, pid: PartitionId, *, path=None, verif
         pa.array(header_rows, HEADERS_TYPE),
         batch_cols,
     )
-    return batch, nb
 
 
 # --- accelerated engine --------------------------------------------------------------------
@@ -408,6 +411,17 @@ def _decode_records(buf, dbuf, h: HeaderArrays, pid: PartitionId, ws: _Workspace
                                  f"{int(b_end[b] - b_start[b])} bytes of records can hold at most "
                                  f"{int((b_end[b] - b_start[b]) // MIN_RECORD_SIZE)}", path=path,
                                  position=int(h.position[b]))
+    return _decode_records(buf, dbuf, h, pid, ws, b_src, b_start, b_end, counts, path=path), nb
+
+
+def _decode_records(buf, dbuf, h: HeaderArrays, pid: PartitionId, ws: _Workspace, b_src, b_start, b_end, counts, *,
+                    path, origin=None) -> pa.RecordBatch:
+    """Walk ``counts[b]`` records of each batch b from [b_start[b], b_end[b]) of ``buf`` or ``dbuf``
+    (``b_src``) into one RecordBatch. ``origin`` (default b_start) is where a batch's decompressed
+    records begin, for error positions."""
+    from . import records_accel as acc
+
+    origin = b_start if origin is None else origin
     n = int(counts.sum())
     cap = int((b_end - b_start).sum())
     if cap > _INT32_MAX:   # only a single uncompressed batch near 2 GiB gets here
@@ -432,7 +446,7 @@ def _decode_records(buf, dbuf, h: HeaderArrays, pid: PartitionId, ws: _Workspace
         if b_src[bad_b] == 0:
             raise InvalidRecordError(f"{msg} (batch at offset {int(h.baseOffset[bad_b])} starting at byte {batch_pos})",
                                      path=path, position=int(bad_pos))
-        raise InvalidRecordError(f"{msg} (byte {int(bad_pos - b_start[bad_b])} of the decompressed records of the batch)",
+        raise InvalidRecordError(f"{msg} (byte {int(bad_pos - origin[bad_b])} of the decompressed records of the batch)",
                                  path=path, position=batch_pos)
     kd, vd = int(key_off[n]) if n else 0, int(val_off[n]) if n else 0
     key_nulls, val_nulls, ts_nulls = (int(x) for x in nulls)
@@ -605,3 +619,102 @@ def decode_window(buf, h: HeaderArrays, pid: PartitionId, *, engine: str, path=N
         return decode_reference(buf, h, pid, path=path, verify_crc=verify_crc, max_batch_bytes=max_batch_bytes,
                                 budget=budget)
     return decode_accel(buf, h, pid, path=path, verify_crc=verify_crc, max_batch_bytes=max_batch_bytes, budget=budget)
+
+
+# --- one huge batch, in slices ----------------------------------------------------------------
+
+# A v2 batch declaring more records than this is decoded in slices of at most this many rows, so
+# the output of one batch is bounded whatever its record count (a 250 MiB zstd payload can hold 37
+# million minimal records: ~2 GB of Arrow columns as one RecordBatch).
+SLICE_RECORDS = 1 << 20
+
+
+def needs_slicing(h: HeaderArrays, rows: int = SLICE_RECORDS) -> np.ndarray:
+    """Indexes of the batches of ``h`` decoded in slices (v2, more than ``rows`` records)."""
+    return np.flatnonzero((h.magic == 2) & (h.recordsCount > rows))
+
+
+class BatchSlices:
+    """One v2 batch (``h1``, a single row) decoded as RecordBatches of at most ``rows`` rows each.
+
+    Construction decompresses the payload once (bounded by max_batch_bytes) and walks the record
+    lengths; :meth:`validate` decodes every slice and drops it, so an error anywhere in the batch is
+    raised before any row of it is delivered (a batch is all or nothing, as in a window); iterating
+    then yields the slices. Memory: the payload plus one slice. :meth:`close` frees the payload."""
+
+    def __init__(self, buf, h1: HeaderArrays, pid: PartitionId, *, engine: str, path=None,
+                 max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES, rows: int = SLICE_RECORDS):
+        self.h1, self.pid, self.engine, self.path, self.rows = h1, pid, engine, path, rows
+        self.buf = buf
+        self.count = int(h1.recordsCount[0])
+        self.position = int(h1.position[0])
+        codec = int(h1.attributes[0]) & rb.COMPRESSION_CODEC_MASK
+        start = self.position + rb.RECORDS_OFFSET
+        end = self.position + int(h1.size[0])
+        ref.check_codec(codec, 2, path=path, position=self.position)
+        self._out = OutputBuffer(1 << 20)
+        if codec == 0:
+            self.src, self.start, self.end, self.compressed = buf, start, end, False
+        else:
+            used = decompress_into(codec, memoryview(buf)[start:end], self._out, 0, magic=2,
+                                   max_bytes=min(max_batch_bytes, MAX_DECODE_BYTES))
+            self.src, self.start, self.end, self.compressed = _readonly(self._out.array[:used]), 0, used, True
+        if self.count > (self.end - self.start) // MIN_RECORD_SIZE:
+            raise InvalidRecordError(f"batch at offset {int(h1.baseOffset[0])} declares {self.count} records but its "
+                                     f"{self.end - self.start} bytes of records can hold at most "
+                                     f"{(self.end - self.start) // MIN_RECORD_SIZE}", path=path,
+                                     position=self.position)
+        self.bounds = self._bounds()
+
+    def _bounds(self) -> np.ndarray:
+        from . import records_accel as acc
+
+        bounds = np.empty(self.count // self.rows + 2, np.int64)
+        status, pos, k = acc.record_bounds_kernel(self.src, self.start, self.end, self.count, self.rows, bounds)
+        if status != acc.REC_OK:
+            msg = _REC_MESSAGES.get(status, f"record walk status {status}")
+            if self.compressed:
+                raise InvalidRecordError(f"{msg} (byte {int(pos)} of the decompressed records of the batch)",
+                                         path=self.path, position=self.position)
+            raise InvalidRecordError(f"{msg} (batch at offset {int(self.h1.baseOffset[0])} starting at byte "
+                                     f"{self.position})", path=self.path, position=int(pos))
+        return bounds[:k]
+
+    def _slice(self, j: int) -> pa.RecordBatch:
+        lo, hi = int(self.bounds[j]), int(self.bounds[j + 1])
+        m = min(self.rows, self.count - j * self.rows)
+        if self.engine == "python":
+            header = rb.parse_header(self.buf, self.position)
+            try:
+                rows = ref.v2_records(memoryview(self.src)[lo:hi], dataclasses.replace(header, records_count=m))
+            except InvalidRecordError as e:
+                e.message += f" (byte {e.position + lo - self.start} of the records of the batch)"
+                e.position = None
+                raise e.with_location(path=self.path, position=self.position)
+            return _rows_batch(rows, self.h1, np.array([m], np.int64), self.h1.baseOffset, self.pid)
+        ws = _WORKSPACES.acquire()
+        try:
+            src = np.array([1 if self.compressed else 0], np.int8)
+            return _decode_records(self.buf, self.src if self.compressed else _EMPTY, self.h1, self.pid, ws, src,
+                                   np.array([lo], np.int64), np.array([hi], np.int64), np.array([m], np.int64),
+                                   path=self.path, origin=np.array([self.start], np.int64))
+        finally:
+            _WORKSPACES.release(ws)
+
+    def __len__(self) -> int:
+        return len(self.bounds) - 1
+
+    def validate(self) -> None:
+        for j in range(len(self)):
+            self._slice(j)
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        try:
+            for j in range(len(self)):
+                yield self._slice(j)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        self._out.release()
+        self.src = _EMPTY

@@ -313,6 +313,34 @@ def decode_v2_kernel(buf, dbuf, b_src, b_start, b_end, b_count, b_base_offset, b
 
 
 @njit(cache=_CACHE, nogil=True)
+def record_bounds_kernel(src, start, end, count, step, bounds):
+    """Where records 0, step, 2·step, … of one batch's records region [start, end) begin, then where
+    the last one ends: ``bounds`` gets count // step + 2 positions at most. Only the length varints
+    are walked (decode_v2_kernel checks each record's body). Returns (status, position, positions
+    written); on error the position is the bad record's start."""
+    p = start
+    k = 0
+    for i in range(count):
+        if i % step == 0:
+            bounds[k] = p
+            k += 1
+        if p >= end:
+            return REC_SHORT, p, k
+        rec_start = p
+        length, p = _varint(src, p, end)
+        if p < 0:
+            return REC_VARINT, rec_start, k
+        if length < 0 or p + length > end:
+            return REC_LENGTH, rec_start, k
+        p += length
+    bounds[k] = p
+    k += 1
+    if p != end:
+        return REC_REMAINING, p, k
+    return REC_OK, p, k
+
+
+@njit(cache=_CACHE, nogil=True)
 def batch_columns_kernel(counts, base_offset, last_offset, position, base_ts, producer_id, base_sequence, leader_epoch,
                          ts_type, producer_epoch, magic, codec, o_base_offset, o_last_offset, o_position, o_base_ts,
                          o_producer_id, o_base_sequence, o_leader_epoch, o_ts_type, o_producer_epoch, o_magic, o_codec):

@@ -6,7 +6,8 @@ path legacy (magic 0/1) data always takes.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Optional, Tuple
+from contextlib import contextmanager
+from typing import Iterator, List, Optional, Tuple
 
 from ..errors import CrcMismatchError, InvalidRecordError, KafkalogError, UnknownCodecError
 from . import legacy_record as legacy
@@ -34,15 +35,25 @@ def check_codec(codec: int, magic: int, *, path=None, position=None) -> None:
 def v2_records(payload, header: rb.BatchHeader) -> List[RecordRow]:
     """Parse the records region of a v2 batch (already decompressed). Positions in errors are
     relative to the start of ``payload``."""
+    rows: List[RecordRow] = []
+    for chunk in iter_v2_records(payload, header, max(header.records_count, 1)):
+        rows.extend(chunk)
+    return rows
+
+
+def iter_v2_records(payload, header: rb.BatchHeader, chunk_rows: int) -> Iterator[List[RecordRow]]:
+    """v2_records as lists of at most ``chunk_rows`` rows, parsed as they are asked for (a batch of
+    millions of records is never held as one list); an error is raised when its record is reached."""
     if header.records_count < 0:
         raise InvalidRecordError(f"negative record count {header.records_count}")
     rows: List[RecordRow] = []
+    read = 0
     p = 0
     end = len(payload)
     log_append = header.timestamp_type == rb.LOG_APPEND_TIME
     for _ in range(header.records_count):
         if p >= end:
-            raise InvalidRecordError(f"batch declares {header.records_count} records but holds {len(rows)}",
+            raise InvalidRecordError(f"batch declares {header.records_count} records but holds {read + len(rows)}",
                                      position=p)
         start = p
         try:
@@ -50,9 +61,14 @@ def v2_records(payload, header: rb.BatchHeader) -> List[RecordRow]:
         except InvalidRecordError as e:
             e.position = start              # errors name the start of the bad record
             raise
+        if len(rows) == chunk_rows:
+            read += len(rows)
+            yield rows
+            rows = []
     if p != end:
         raise InvalidRecordError("incorrect declared batch size, records still remaining", position=p)
-    return rows
+    if rows:
+        yield rows
 
 
 def _parse_record(payload, p: int, end: int, header: rb.BatchHeader, log_append: bool, rows: list) -> int:
@@ -100,18 +116,42 @@ def _read_field(payload, p: int, end: int, what: str, start: int):
 
 
 def decode_v2_batch(buf, position: int, *, path=None, max_batch_bytes: int) -> Tuple[rb.BatchHeader, List[RecordRow]]:
+    header, chunks = iter_v2_batch(buf, position, path=path, max_batch_bytes=max_batch_bytes)
+    rows: List[RecordRow] = []
+    for chunk in chunks:
+        rows.extend(chunk)
+    return header, rows
+
+
+def iter_v2_batch(buf, position: int, *, path=None, max_batch_bytes: int,
+                  chunk_rows: int = 1 << 20) -> Tuple[rb.BatchHeader, Iterator[List[RecordRow]]]:
+    """decode_v2_batch streaming: the header, and the records in lists of at most ``chunk_rows``.
+    The payload is decompressed (and the record count checked against it) before this returns;
+    record errors are raised as the iteration reaches them."""
     header = rb.parse_header(buf, position)
     if header.records_count == 0:
-        return header, []      # Kafka never reads the payload of a batch that declares no records
+        return header, iter(())    # Kafka never reads the payload of a batch that declares no records
     check_codec(header.codec, 2, path=path, position=position)
     raw = memoryview(buf)[position + rb.RECORDS_OFFSET:position + header.size_in_bytes]
-    try:
+    with _located(header, position, path):
         payload = raw if header.codec == 0 else decompress(header.codec, raw, magic=2, max_bytes=max_batch_bytes)
         if header.records_count > len(payload) // rb.MIN_RECORD_SIZE:
             raise InvalidRecordError(
                 f"batch at offset {header.base_offset} declares {header.records_count} records but its {len(payload)} "
                 f"bytes of records can hold at most {len(payload) // rb.MIN_RECORD_SIZE}")
-        return header, v2_records(payload, header)
+
+    def chunks() -> Iterator[List[RecordRow]]:
+        with _located(header, position, path):
+            yield from iter_v2_records(payload, header, chunk_rows)
+    return header, chunks()
+
+
+@contextmanager
+def _located(header: rb.BatchHeader, position: int, path):
+    """Errors inside a batch name the file and the batch; a record's place within a compressed
+    payload goes into the message."""
+    try:
+        yield
     except KafkalogError as e:
         if header.codec != 0 and isinstance(e, InvalidRecordError) and e.position is not None:
             e.message += f" (byte {e.position} of the decompressed records of this batch)"

@@ -21,6 +21,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
+from kafkalog.durable import replace_file
 from kafkalog.errors import CorruptIndexError, InvalidFileNameError, OffsetOverflowError
 
 OFFSET_ENTRY_SIZE = 8
@@ -201,26 +202,9 @@ def base_offset_from_index_name(path: os.PathLike | str, suffix: str) -> int:
 
 
 def atomic_write(path: os.PathLike | str, data: bytes) -> None:
-    """Write ``data`` to ``path`` through ``<path>.tmp``: write, fsync, rename, fsync the dir."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            tmp.unlink()
-        except FileNotFoundError:
-            pass
-        raise
-    fd = os.open(path.parent if str(path.parent) else ".", os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    """Write ``data`` to ``path`` through ``<path>.tmp``: write, fsync, rename, fsync the dir, keeping
+    the owner and mode of the file replaced (``durable.replace_file``)."""
+    replace_file(path, data)
 
 
 def _read_file(path: os.PathLike | str) -> bytes:
