@@ -241,7 +241,7 @@ def write_html(path: Optional[str], report: dict) -> None:
     target = Path(path)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(target, data)
+        replace_file(target, data, owner=AS_CREATED)   # a user's file, not a log dir's
     except OSError as exc:
         raise KafkalogError(f"cannot write the HTML page: {exc.strerror or exc}", path=target,
                             hint="the job's work and its JSON report are not affected") from None

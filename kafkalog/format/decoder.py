@@ -378,8 +378,8 @@ def _decode_accel(buf, h: HeaderArrays, pid: PartitionId, ws: _Workspace, nb: in
         codec, b_src, b_start, b_end = codec[:nb], b_src[:nb], b_start[:nb], b_end[:nb]
     if at:
         dbuf = _readonly(out.array[:at])
-    return _decode_records(buf, dbuf, h, pid, ws, b_src, b_start, b_end, path=path, verify_crc=verify_crc,
-                           max_batch_bytes=max_batch_bytes), nb
+    return _checked_records(buf, dbuf, h, pid, ws, b_src, b_start, b_end, path=path, verify_crc=verify_crc,
+                            max_batch_bytes=max_batch_bytes), nb
 
 
 def decode_decompressed(buf: np.ndarray, dbuf: np.ndarray, h: HeaderArrays, b_src, b_start, b_end, *, path=None,
@@ -389,16 +389,16 @@ def decode_decompressed(buf: np.ndarray, dbuf: np.ndarray, h: HeaderArrays, b_sr
     decompressed bytes (the cleaner rewrites batches from them) and so decompresses once."""
     ws = _WORKSPACES.acquire()
     try:
-        return _decode_records(buf, dbuf, h, PartitionId(None, None), ws, b_src, b_start, b_end, path=path,
-                               verify_crc=False, max_batch_bytes=max_batch_bytes)
+        return _checked_records(buf, dbuf, h, PartitionId(None, None), ws, b_src, b_start, b_end, path=path,
+                                verify_crc=False, max_batch_bytes=max_batch_bytes)
     finally:
         _WORKSPACES.release(ws)
 
 
-def _decode_records(buf, dbuf, h: HeaderArrays, pid: PartitionId, ws: _Workspace, b_src, b_start, b_end, *, path,
-                    verify_crc, max_batch_bytes) -> pa.RecordBatch:
-    from . import records_accel as acc
-
+def _checked_records(buf, dbuf, h: HeaderArrays, pid: PartitionId, ws: _Workspace, b_src, b_start, b_end, *, path,
+                     verify_crc, max_batch_bytes) -> pa.RecordBatch:
+    """The records of the batches ``h`` (see _decode_records), once every batch's record count has been
+    checked against the bytes that hold its records."""
     counts = h.recordsCount.astype(np.int64)
     # A v2 record takes at least MIN_RECORD_SIZE bytes: a larger count is a lie, and believing it
     # would allocate without bound.
@@ -411,7 +411,7 @@ def _decode_records(buf, dbuf, h: HeaderArrays, pid: PartitionId, ws: _Workspace
                                  f"{int(b_end[b] - b_start[b])} bytes of records can hold at most "
                                  f"{int((b_end[b] - b_start[b]) // MIN_RECORD_SIZE)}", path=path,
                                  position=int(h.position[b]))
-    return _decode_records(buf, dbuf, h, pid, ws, b_src, b_start, b_end, counts, path=path), nb
+    return _decode_records(buf, dbuf, h, pid, ws, b_src, b_start, b_end, counts, path=path)
 
 
 def _decode_records(buf, dbuf, h: HeaderArrays, pid: PartitionId, ws: _Workspace, b_src, b_start, b_end, counts, *,
