@@ -160,6 +160,8 @@ def _add_demo(subparsers) -> None:
     p.add_argument("--compression", choices=CODECS, default="none", help="codec of the batches (default: none)")
     p.add_argument("--seed", type=int, default=1, help="random seed (default: 1)")
     p.add_argument("--topic", default="demo-orders", type=_topic_name, help="the topic's name (default: demo-orders)")
+    p.add_argument("--consumer-groups", type=_non_negative_int, default=0, metavar="N",
+                   help="also write __consumer_offsets with N consumer groups' commits on the topic (default: 0)")
     p.set_defaults(handler=_run_demo)
 
 
