@@ -106,6 +106,11 @@ def _add_dump(subparsers) -> None:
                    help="with --print-data-log, print only '| key: … payload: …' per record")
     p.add_argument("--json", action="store_true",
                    help="one JSON object per line instead of Kafka's text (schema: kafkalog.dump docstring)")
+    decoders = p.add_mutually_exclusive_group()
+    decoders.add_argument("--offsets-decoder", action="store_true",
+                          help="decode records as __consumer_offsets records (implies --print-data-log)")
+    decoders.add_argument("--transaction-log-decoder", action="store_true",
+                          help="decode records as __transaction_state records (implies --print-data-log)")
     p.set_defaults(handler=_run_dump)
 
 
@@ -127,7 +132,7 @@ def _check_dump_files(files: Sequence[str]) -> None:
 
 
 def _run_dump(args) -> int:
-    from .dump import DEFAULT_MAX_MESSAGE_SIZE, STDOUT, DumpOptions, Dumper
+    from .dump import DEFAULT_MAX_MESSAGE_SIZE, OFFSETS_DECODER, STDOUT, TRANSACTION_LOG_DECODER, DumpOptions, Dumper
 
     _check_dump_files(args.files)
 
@@ -136,7 +141,8 @@ def _run_dump(args) -> int:
         verify_index_only=args.verify_index_only, index_sanity_check=args.index_sanity_check,
         max_bytes=args.max_bytes,
         max_message_size=DEFAULT_MAX_MESSAGE_SIZE if args.max_message_size is None else args.max_message_size,
-        skip_record_metadata=args.skip_record_metadata, json=args.json)
+        skip_record_metadata=args.skip_record_metadata, json=args.json,
+        decoder=OFFSETS_DECODER if args.offsets_decoder else TRANSACTION_LOG_DECODER if args.transaction_log_decoder else None)
     dumper = Dumper(options, prog=f"{PROG} dump")
     for line in dumper.dump_files(args.files):
         if line.stream == STDOUT:

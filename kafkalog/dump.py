@@ -106,6 +106,7 @@ from typing import Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple
 from .errors import (BatchSizeError, CheckpointError, CorruptIndexError, CorruptRecordError, CrcMismatchError,
                      InvalidFileNameError, InvalidRecordError, KafkalogError, TruncatedBatchError, UnknownCodecError,
                      UnknownMagicError)
+from .coordinator.record import decode_record, kafka_dump_text, record_json
 from .format import control_record as cr
 from .format import legacy_record as legacy
 from .format import record_batch as rb
@@ -139,6 +140,19 @@ _TS_NAMES = rb.TIMESTAMP_TYPE_NAMES
 _NO_HINT = ""
 
 
+OFFSETS_DECODER = "offsets"                    # --offsets-decoder: __consumer_offsets records
+TRANSACTION_LOG_DECODER = "transaction-log"    # --transaction-log-decoder: __transaction_state records
+
+
+def coordinator_record_types(decoder: str):
+    """The record-type table a decoder option reads records with."""
+    if decoder == OFFSETS_DECODER:
+        from .coordinator.group.records import RECORD_TYPES
+    else:
+        from .coordinator.transaction.records import RECORD_TYPES
+    return RECORD_TYPES
+
+
 class Line(NamedTuple):
     """One output line (without its newline) and the stream it belongs on."""
 
@@ -159,6 +173,11 @@ class DumpOptions:
     skip_record_metadata: bool = False
     json: bool = False
     max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES   # decompression bound per batch
+    decoder: Optional[str] = None                     # OFFSETS_DECODER / TRANSACTION_LOG_DECODER
+
+    def __post_init__(self):
+        if self.decoder is not None:      # Kafka: a decoder option sets --print-data-log
+            object.__setattr__(self, "print_data_log", True)
 
     @property
     def deep(self) -> bool:
@@ -827,6 +846,14 @@ class Dumper:
                 control_text, control_fields = control_record_info(r.key, r.value)
             except KafkalogError as e:
                 problem = _drop_generic_hint(e.with_location(path=path, position=b.position))
+        decoded = None
+        if o.decoder is not None and o.print_data_log and not b.is_control:
+            if r.key is None and problem is None:      # Kafka throws here and stops; we report and go on
+                problem = InvalidRecordError(f"failed to decode the record at offset {r.offset} with the "
+                                             f"{o.decoder} decoder (the record has no key)", path=path,
+                                             position=b.position)
+            else:
+                decoded = decode_record(coordinator_record_types(o.decoder), r.key, r.value)
         if o.json:
             obj = {"type": "record", "file": path, "batchPosition": b.position, "offset": r.offset,
                    "timestamp": r.timestamp, "timestampType": b.timestamp_type_name, "keySize": key_size,
@@ -838,6 +865,8 @@ class Dumper:
                 obj.update({"key_b64": _b64(r.key), "value_b64": _b64(r.value), "key": _utf8_or_none(r.key),
                             "value": _utf8_or_none(r.value),
                             "headers": [{"key": k, "value_b64": _b64(v)} for k, v in r.headers]})
+            if decoded is not None:
+                obj.update(record_json(decoded))
             return None, obj, problem
         prefix = "| "
         text = ""
@@ -850,7 +879,12 @@ class Dumper:
             else:
                 text += f" isValid: {_bool(bool(r.crc_valid))} crc: {r.crc}}}"
             text += control_text
-        if o.print_data_log and not b.is_control:
+        if decoded is not None:
+            key_text, payload_text = kafka_dump_text(decoded, r.offset)
+            text += f"{prefix}key: {key_text}"
+            if payload_text is not None:
+                text += f" payload: {payload_text}"
+        elif o.print_data_log and not b.is_control and o.decoder is None:
             if r.key is not None:
                 text += f"{prefix}key: {_string_decoder(r.key)}"
             if r.value is not None:
