@@ -476,7 +476,38 @@ def check_log_dir(log_dir: str) -> None:
 
 # --- main -------------------------------------------------------------------------------------
 
-SUBCOMMANDS: Sequence[Callable] = (_add_dump, _add_demo, _add_offsets, _add_fetch, _add_recover)
+def _add_lag(subparsers) -> None:
+    from .coordinator import lag_command
+
+    p = subparsers.add_parser(
+        "lag", help="consumer groups' committed offsets and lag, from __consumer_offsets in the log dirs",
+        description="For every consumer group (or those named), topic and partition: the last committed offset "
+                    "as the group coordinator loads it from __consumer_offsets (latest record per key, tombstones "
+                    "delete, transactional commits once committed), the partition's high watermark from the same "
+                    "log dirs and the lag, as kafka-consumer-groups.sh --describe shows them. A partition not in "
+                    "the log dirs is 'unknown', not 0; commits Kafka's offset expiry would remove are marked.")
+    p.add_argument("--log-dirs", required=True, type=_file_list, metavar="DIR[,DIR...]",
+                   help="REQUIRED: the brokers' log dirs, comma-separated")
+    p.add_argument("--now-ms", type=_time_spec, default=None, metavar="TIME",
+                   help="'now' for the expiry column: epoch ms or ISO-8601 (default: the wall clock)")
+    lag_command.add_arguments(p)
+    p.set_defaults(handler=_run_lag)
+
+
+def _run_lag(args) -> int:
+    from .coordinator import lag_command
+
+    for log_dir in args.log_dirs:
+        check_log_dir(log_dir)
+    for pattern in args.group_pattern or ():
+        try:
+            re.compile(pattern)
+        except re.error as e:
+            raise UsageError(f"--group-pattern {pattern!r} is not a regular expression ({e})") from None
+    return lag_command.run(args)
+
+
+SUBCOMMANDS: Sequence[Callable] = (_add_dump, _add_demo, _add_offsets, _add_fetch, _add_recover, _add_lag)
 
 
 def build_parser() -> argparse.ArgumentParser:
