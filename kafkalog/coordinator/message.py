@@ -152,7 +152,7 @@ def _null_check(field: Field, version: int, n: int, at: int, what: str) -> None:
                                  "which it cannot have")
 
 
-def _read_value(r: MessageReader, field: Field, type_: str, version: int, flexible: bool) -> Any:
+def _read_value(r: MessageReader, field: Field, type_: str, version: int, flexible: bool, item: bool = False) -> Any:
     if type_ in INT_TYPES:
         return r.int(type_)
     if type_ == "uuid":
@@ -166,7 +166,7 @@ def _read_value(r: MessageReader, field: Field, type_: str, version: int, flexib
         raw = r.take(n)
         return raw.decode("utf-8", errors="replace") if type_ == "string" else raw
     if type_ == "struct":
-        if _in(parse_versions(field.nullable), version):
+        if not item and _in(parse_versions(field.nullable), version):   # array items carry no marker
             if r.int("int8") == NULL_STRUCT_MARKER:
                 return None
         return _read_fields(r, field.fields, version, flexible)
@@ -177,7 +177,7 @@ def _read_value(r: MessageReader, field: Field, type_: str, version: int, flexib
         if n == -1:
             return None
         item = type_[2:]
-        return [_read_value(r, field, item, version, flexible) for _ in range(n)]
+        return [_read_value(r, field, item, version, flexible, True) for _ in range(n)]
     raise MessageFormatError(f"unknown field type {type_}")
 
 
@@ -265,7 +265,7 @@ def _write_length(n: int, flexible: bool, kind: str) -> bytes:
     return struct.pack(">h" if kind == "string" else ">i", n)
 
 
-def _write_value(field: Field, type_: str, value: Any, version: int, flexible: bool) -> bytes:
+def _write_value(field: Field, type_: str, value: Any, version: int, flexible: bool, item: bool = False) -> bytes:
     if type_ in INT_TYPES:
         return struct.pack(INT_TYPES[type_], value)
     if type_ == "uuid":
@@ -277,7 +277,7 @@ def _write_value(field: Field, type_: str, value: Any, version: int, flexible: b
         return _write_length(len(raw), flexible, type_) + raw
     if type_ == "struct":
         marker = b""
-        if _in(parse_versions(field.nullable), version):
+        if not item and _in(parse_versions(field.nullable), version):
             if value is None:
                 return struct.pack(">b", NULL_STRUCT_MARKER)
             marker = struct.pack(">b", PRESENT_STRUCT_MARKER)
@@ -286,7 +286,7 @@ def _write_value(field: Field, type_: str, value: Any, version: int, flexible: b
         if value is None:
             return _write_length(-1, flexible, "array")
         return _write_length(len(value), flexible, "array") + b"".join(
-            _write_value(field, type_[2:], v, version, flexible) for v in value)
+            _write_value(field, type_[2:], v, version, flexible, True) for v in value)
     raise MessageFormatError(f"unknown field type {type_}")
 
 
