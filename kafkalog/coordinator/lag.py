@@ -66,6 +66,10 @@ class GroupInfo:
     members: set = field(default_factory=set)          # KIP-848 members with live metadata records
     classic_members: int = 0
 
+    @property
+    def member_count(self) -> int:
+        return self.classic_members + len(self.members)
+
 
 @dataclass
 class LoadedOffsets:
@@ -165,7 +169,7 @@ def expires_at(commit: CommittedOffset, group: Optional[GroupInfo], retention_ms
     """When Kafka's offset expiry would remove this commit (ms), None while the group has members."""
     if commit.expire_timestamp != -1:
         return commit.expire_timestamp
-    if group is not None and (group.classic_members > 0 or group.members):
+    if group is not None and group.member_count > 0:
         return None
     if group is not None and group.current_state_timestamp != -1:
         return group.current_state_timestamp + retention_ms
