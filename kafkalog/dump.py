@@ -106,6 +106,7 @@ from typing import Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple
 from .errors import (BatchSizeError, CheckpointError, CorruptIndexError, CorruptRecordError, CrcMismatchError,
                      InvalidFileNameError, InvalidRecordError, KafkalogError, TruncatedBatchError, UnknownCodecError,
                      UnknownMagicError)
+from .coordinator.message import MessageReader
 from .coordinator.record import decode_record, kafka_dump_text, record_json
 from .format import control_record as cr
 from .format import legacy_record as legacy
@@ -491,50 +492,41 @@ def _legacy_first_offset(mv, b: BatchView, path, max_batch_bytes: int) -> Option
 
 # --- KRaft control records (flexible-version messages, read as Kafka's JSON converters print them) ---
 
-class _MessageReader:
-    def __init__(self, data: bytes, what: str):
-        self.data = data
-        self.pos = 0
-        self.what = what
+class _MessageReader(MessageReader):
+    """Kafka's message primitives over a KRaft control record value, failing as InvalidRecordError."""
 
-    def _take(self, n: int) -> bytes:
+    def __init__(self, data: bytes, what: str):
+        super().__init__(data, 0, what)
+
+    def take(self, n: int) -> bytes:
         if n < 0 or self.pos + n > len(self.data):
             raise InvalidRecordError(f"{self.what} control record value is truncated at byte {self.pos}")
-        out = self.data[self.pos:self.pos + n]
-        self.pos += n
-        return out
+        return super().take(n)
+
+    def too_long_varint(self) -> Exception:
+        return InvalidRecordError(f"{self.what} control record value has a varint longer than 5 bytes")
 
     def int16(self) -> int:
-        return struct.unpack(">h", self._take(2))[0]
+        return struct.unpack(">h", self.take(2))[0]
 
     def uint16(self) -> int:
-        return struct.unpack(">H", self._take(2))[0]
+        return struct.unpack(">H", self.take(2))[0]
 
     def int32(self) -> int:
-        return struct.unpack(">i", self._take(4))[0]
+        return struct.unpack(">i", self.take(4))[0]
 
     def int64(self) -> int:
-        return struct.unpack(">q", self._take(8))[0]
-
-    def uvarint(self) -> int:
-        value = shift = 0
-        for _ in range(5):
-            b = self._take(1)[0]
-            value |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return value
-            shift += 7
-        raise InvalidRecordError(f"{self.what} control record value has a varint longer than 5 bytes")
+        return struct.unpack(">q", self.take(8))[0]
 
     def uuid(self) -> str:
         """Kafka's Uuid.toString: URL-safe base64 of the 16 bytes, without padding."""
-        return base64.urlsafe_b64encode(self._take(16)).decode("ascii").rstrip("=")
+        return base64.urlsafe_b64encode(self.take(16)).decode("ascii").rstrip("=")
 
     def compact_string(self) -> str:
         n = self.uvarint() - 1
         if n < 0:
             raise InvalidRecordError(f"{self.what} control record value has a null non-nullable string")
-        return self._take(n).decode("utf-8", errors="replace")
+        return self.take(n).decode("utf-8", errors="replace")
 
     def compact_array(self, read_item) -> list:
         n = self.uvarint() - 1
@@ -545,7 +537,7 @@ class _MessageReader:
     def tagged_fields(self) -> None:
         for _ in range(self.uvarint()):
             self.uvarint()
-            self._take(self.uvarint())
+            self.take(self.uvarint())
 
 
 def _snapshot_header(r: _MessageReader) -> dict:

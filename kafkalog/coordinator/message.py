@@ -133,7 +133,10 @@ class MessageReader:
             if not b & 0x80:
                 return value
             shift += 7
-        raise MessageFormatError(f"{self.what} has a varint longer than {MAX_VARINT_BYTES} bytes at byte {self.pos}")
+        raise self.too_long_varint()
+
+    def too_long_varint(self) -> Exception:
+        return MessageFormatError(f"{self.what} has a varint longer than {MAX_VARINT_BYTES} bytes at byte {self.pos}")
 
     def length(self, flexible: bool, kind: str) -> int:
         """A string/bytes/array length; -1 for null."""
