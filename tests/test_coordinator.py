@@ -242,10 +242,11 @@ def test_consumer_group_member_and_assignment_records():
     assert d.value == {"TopicPartitions": [{"TopicId": TOPIC_ID, "Partitions": [1]}]}
     d = decode_record(gr.RECORD_TYPES, i16(6) + s("cg"), i16(0) + i32(4) + NO_TAGS)
     assert d.value == {"AssignmentEpoch": 4, "AssignmentTimestamp": 0}
-    pm = (i16(0) + i32(4) + carr([uuid_bytes() + cs("orders") + i32(3)
-                                  + carr([i32(0) + carr([cs("r1"), cs("r2")]) + NO_TAGS]) + NO_TAGS]) + NO_TAGS)
+    pm = (i16(0) + carr([uuid_bytes() + cs("orders") + i32(3)
+                         + carr([i32(0) + carr([cs("r1"), cs("r2")]) + NO_TAGS]) + NO_TAGS]) + NO_TAGS)
     d = decode_record(gr.RECORD_TYPES, i16(4) + s("cg"), pm)
-    assert d.value["Topics"][0]["TopicName"] == "orders" and d.value["Topics"][0]["PartitionRacks"][0]["Racks"] == ["r1", "r2"]
+    assert d.value["Topics"][0]["TopicName"] == "orders"
+    assert d.value["Topics"][0]["PartitionMetadata"][0]["Racks"] == ["r1", "r2"]
     rx = i16(0) + carr([cs("orders-1"), cs("orders-2")]) + i64(5) + i64(1_700_000_000_000) + NO_TAGS
     d = decode_record(gr.RECORD_TYPES, i16(16) + s("cg") + s("orders-.*"), rx)
     assert d.key == {"GroupId": "cg", "RegularExpression": "orders-.*"}
@@ -542,3 +543,20 @@ def test_real_brokers_consumer_offsets_partitions(real_fixtures):
     log_dirs = sorted({p.parent for p in parts})
     report = consumer_lag(log_dirs, now_ms=T0)
     assert report.errors == [] and len(report.coordinator_partitions) == len(parts)
+
+
+def test_member_metadata_classic_tagged_struct_and_early_partition_metadata():
+    classic = i32(45_000) + carr([cs("range") + cb(b"\x00\x01") + NO_TAGS]) + NO_TAGS
+    mval = (i16(0) + cs(None) + cs(None) + cs("c") + cs("/h") + carr([]) + cs(None) + i32(1) + cs(None)
+            + tags((0, classic)))
+    d = decode_record(gr.RECORD_TYPES, i16(5) + s("cg") + s("m"), mval)
+    assert d.error is None
+    assert d.value["ClassicMemberMetadata"] == {"SessionTimeoutMs": 45_000,
+                                                "SupportedProtocols": [{"Name": "range", "Metadata": b"\x00\x01"}]}
+    topic = uuid_bytes() + cs("orders") + i32(3) + carr([i32(0) + carr([cs("r1")]) + NO_TAGS]) + NO_TAGS
+    current = i16(0) + carr([topic]) + NO_TAGS
+    early = i16(0) + i32(4) + carr([topic]) + NO_TAGS           # 3.7 early access: the group epoch first
+    d = decode_record(gr.RECORD_TYPES, i16(4) + s("cg"), current)
+    assert d.error is None and d.value["Topics"][0]["PartitionMetadata"] == [{"Partition": 0, "Racks": ["r1"]}]
+    d = decode_record(gr.RECORD_TYPES, i16(4) + s("cg"), early)
+    assert d.error is None and d.value["Epoch"] == 4 and d.value["Topics"][0]["PartitionRacks"][0]["Racks"] == ["r1"]

@@ -192,8 +192,24 @@ def _read_tagged(r: MessageReader, fields: Sequence[Field], version: int, out: D
         body = r.take(size)
         field = by_tag.get(tag)
         if field is not None:     # unknown tags are skipped, as Kafka keeps them as unknown fields
-            sub = MessageReader(body, 0, r.what)
-            out[field.name] = _read_value(sub, field, field.type, version, True)
+            out[field.name] = _read_tagged_value(body, field, version, r.what)
+
+
+def _read_tagged_value(body: bytes, field: Field, version: int, what: str) -> Any:
+    """A tagged field's value from its body. A tagged struct is read without the nullable-struct
+    marker byte first, then with it: whichever reads the body exactly."""
+    attempts = (True, False) if field.type == "struct" else (False,)
+    for item in attempts:
+        sub = MessageReader(body, 0, what)
+        try:
+            value = _read_value(sub, field, field.type, version, True, item)
+        except MessageFormatError:
+            if item:
+                continue
+            raise
+        if sub.remaining == 0 or item is False:
+            return value
+    raise MessageFormatError(f"{what}: tagged field {field.name} does not fill its {len(body)} bytes")
 
 
 def _read_fields(r: MessageReader, fields: Sequence[Field], version: int, flexible: bool) -> Dict[str, Any]:

@@ -34,6 +34,7 @@ class RecordType:
     key: Message
     value: Message
     json_hook: Optional[Callable[[Dict[str, Any]], Dict[str, Any]]] = None
+    earlier_layouts: Tuple[Message, ...] = ()   # same version number, written by earlier releases
 
 
 @dataclass
@@ -84,13 +85,29 @@ def decode_record(types: Mapping[int, RecordType], key: Optional[bytes], value: 
             out.error = (f"unknown {rt.value.name} version {out.value_version} "
                          f"(versions {rt.value.valid_versions} are known)")
             return out
-        out.value, _ = read_message(rt.value, value, out.value_version, pos=VERSION_SIZE)
-        out.value_json = to_kafka_json(rt.value, out.value, out.value_version)
+        layout = _layout_that_fits(rt, value, out.value_version)
+        out.value, _ = read_message(layout, value, out.value_version, pos=VERSION_SIZE)
+        out.value_json = to_kafka_json(layout, out.value, out.value_version)
         if rt.json_hook is not None:
             out.value_json = rt.json_hook(out.value_json)
     except (MessageFormatError, UnicodeDecodeError, struct.error, ValueError) as e:
         out.error = str(e)
     return out
+
+
+def _layout_that_fits(rt: RecordType, value: bytes, version: int) -> Message:
+    """The value's layout: the current one, unless it does not read the bytes exactly and an earlier
+    release's layout of the same version does (KIP-848's early-access records changed in place)."""
+    if not rt.earlier_layouts:
+        return rt.value
+    for layout in (rt.value,) + rt.earlier_layouts:
+        try:
+            _, end = read_message(layout, value, version, pos=VERSION_SIZE)
+        except (MessageFormatError, ValueError):
+            continue
+        if end == len(value):
+            return layout
+    return rt.value
 
 
 def _compact(obj: Any) -> str:

@@ -8,7 +8,8 @@ Record types (the key's int16 "version"), keys non-flexible, values as listed::
     1  OffsetCommit                   group, topic, partition    OffsetCommitValue 0-4
     2  GroupMetadata (classic group)  group                      GroupMetadataValue 0-4 (flexible 4+)
     3  ConsumerGroupMetadata          GroupId                    v0 flexible: Epoch, tagged MetadataHash, CreationTimeMs
-    4  ConsumerGroupPartitionMetadata GroupId                    v0 flexible: Epoch, Topics[id, name, partitions, racks]
+    4  ConsumerGroupPartitionMetadata GroupId                    v0 flexible: Topics[id, name, partitions, racks]
+                                                                 (3.7 early access: Epoch first; both are read)
     5  ConsumerGroupMemberMetadata    GroupId, MemberId          v0 flexible: instance, rack, client, subscription, ...
     6  ConsumerGroupTargetAssignmentMetadata GroupId             v0 flexible: AssignmentEpoch, tagged AssignmentTimestamp
     7  ConsumerGroupTargetAssignmentMember   GroupId, MemberId   v0 flexible: TopicPartitions[id, partitions]
@@ -84,6 +85,12 @@ CONSUMER_GROUP_METADATA_VALUE = Message("ConsumerGroupMetadataValue", "0", "0+",
     Field("MetadataHash", "int64", tag=0, default=0),
     Field("CreationTimeMs", "int64", tag=1, default=-1)))
 CONSUMER_GROUP_PARTITION_METADATA_VALUE = Message("ConsumerGroupPartitionMetadataValue", "0", "0+", (
+    Field("Topics", "[]struct", fields=(
+        Field("TopicId", "uuid"), Field("TopicName", "string"), Field("NumPartitions", "int32"),
+        Field("PartitionMetadata", "[]struct", fields=(Field("Partition", "int32"), Field("Racks", "[]string"))))),
+))
+# KIP-848 early access (3.7) wrote the group epoch first and named the racks list PartitionRacks.
+EARLY_CONSUMER_GROUP_PARTITION_METADATA_VALUE = Message("ConsumerGroupPartitionMetadataValue", "0", "0+", (
     Field("Epoch", "int32"),
     Field("Topics", "[]struct", fields=(
         Field("TopicId", "uuid"), Field("TopicName", "string"), Field("NumPartitions", "int32"),
@@ -99,7 +106,8 @@ CONSUMER_GROUP_MEMBER_METADATA_VALUE = Message("ConsumerGroupMemberMetadataValue
     Field("RebalanceTimeoutMs", "int32", default=-1),
     Field("ServerAssignor", "string", nullable="0+"),
     Field("ClassicMemberMetadata", "struct", nullable="0+", tag=0, fields=(
-        Field("SupportedProtocols", "[]struct", fields=(Field("Name", "string"), Field("Metadata", "bytes"))),))))
+        Field("SessionTimeoutMs", "int32"),
+        Field("SupportedProtocols", "[]struct", fields=(Field("Name", "string"), Field("Metadata", "bytes"))))),))
 CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_VALUE = Message("ConsumerGroupTargetAssignmentMetadataValue", "0", "0+", (
     Field("AssignmentEpoch", "int32"),
     Field("AssignmentTimestamp", "int64", tag=0, default=0)))
@@ -169,7 +177,8 @@ RECORD_TYPES: Dict[int, RecordType] = {rt.id: rt for rt in (
     RecordType(GROUP_METADATA, "GroupMetadata", GROUP_METADATA_KEY, GROUP_METADATA_VALUE, _expand_member_bytes),
     RecordType(CONSUMER_GROUP_METADATA, "ConsumerGroupMetadata", CONSUMER_GROUP_KEY, CONSUMER_GROUP_METADATA_VALUE),
     RecordType(CONSUMER_GROUP_PARTITION_METADATA, "ConsumerGroupPartitionMetadata", CONSUMER_GROUP_KEY,
-               CONSUMER_GROUP_PARTITION_METADATA_VALUE),
+               CONSUMER_GROUP_PARTITION_METADATA_VALUE,
+               earlier_layouts=(EARLY_CONSUMER_GROUP_PARTITION_METADATA_VALUE,)),
     RecordType(CONSUMER_GROUP_MEMBER_METADATA, "ConsumerGroupMemberMetadata", CONSUMER_GROUP_MEMBER_KEY,
                CONSUMER_GROUP_MEMBER_METADATA_VALUE),
     RecordType(CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, "ConsumerGroupTargetAssignmentMetadata", CONSUMER_GROUP_KEY,
