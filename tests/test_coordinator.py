@@ -540,9 +540,10 @@ def test_real_brokers_consumer_offsets_partitions(real_fixtures):
         for log in pdir.glob("*.log"):
             rows = group_rows(read_segment(log))
             assert all(r["error"] is None for r in rows.to_pylist())
-    log_dirs = sorted({p.parent for p in parts})
-    report = consumer_lag(log_dirs, now_ms=T0)
-    assert report.errors == [] and len(report.coordinator_partitions) == len(parts)
+    for log_dir in sorted({p.parent for p in parts}):     # each a broker's log dir as its test left it
+        report = consumer_lag([log_dir], now_ms=T0)
+        assert report.errors == [] and report.rows == []
+        assert len(report.coordinator_partitions) == len(list(log_dir.glob("__consumer_offsets-*")))
 
 
 def test_member_metadata_classic_tagged_struct_and_early_partition_metadata():
@@ -560,3 +561,20 @@ def test_member_metadata_classic_tagged_struct_and_early_partition_metadata():
     assert d.error is None and d.value["Topics"][0]["PartitionMetadata"] == [{"Partition": 0, "Racks": ["r1"]}]
     d = decode_record(gr.RECORD_TYPES, i16(4) + s("cg"), early)
     assert d.error is None and d.value["Epoch"] == 4 and d.value["Topics"][0]["PartitionRacks"][0]["Racks"] == ["r1"]
+
+
+def test_replicas_of_a_coordinator_partition_count_once(cluster, tmp_path):
+    import shutil
+    from logdirs import write_checkpoints
+    follower = tmp_path / "broker-2"
+    follower.mkdir()
+    pdir = follower / "__consumer_offsets-7"
+    pdir.mkdir()
+    full = (cluster / "__consumer_offsets-7" / "00000000000000000000.log").read_bytes()
+    (pdir / "00000000000000000000.log").write_bytes(full[:len(full) // 3])   # a lagging follower's copy
+    write_checkpoints(follower, high_watermarks={})
+    shutil.copytree(cluster / "orders-0", follower / "orders-0")
+    report = consumer_lag([follower, cluster], now_ms=T0)
+    assert report.coordinator_partitions == [str(cluster / "__consumer_offsets-7")]
+    assert report.loaded.pending_transactional == 1
+    assert {(r["group"], r["partition"]): r["committed_offset"] for r in report.rows} == {("g1", 0): 15, ("g1", 1): 25}

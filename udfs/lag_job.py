@@ -12,7 +12,8 @@ from typing import Optional, Sequence
 import pyarrow as pa
 
 from kafkalog.coordinator import lag
-from kafkalog.coordinator.log_dirs import CONSUMER_OFFSETS_TOPIC, coordinator_rows, partition_end
+from kafkalog.coordinator.log_dirs import (CONSUMER_OFFSETS_TOPIC, coordinator_rows, leading_replicas,
+                                           live_partitions, partition_end)
 from kafkalog.errors import KafkalogError, UsageError
 from kafkalog.logdir import LIVE, parse_partition_dir_name, scan_partition_dir
 
@@ -131,8 +132,8 @@ def end_folder(log_dir: str, folder: str, cache: dict) -> list:
 
 
 def loaded_from_rows(commit_rows) -> lag.LoadedOffsets:
-    """The driver's LoadedOffsets from the tasks' commit rows (replicas of one coordinator partition
-    in several log dirs: the commit record with the highest offset wins)."""
+    """The driver's LoadedOffsets from the tasks' commit rows (one replica per coordinator partition:
+    ``leading_replicas``)."""
     loaded = lag.LoadedOffsets()
     for r in commit_rows:
         key = (r["group"], r["topic"], r["partition"])
@@ -155,7 +156,8 @@ def main(argv: Sequence[str], *, spark=None) -> int:
     start = start_job(parser, argv, check=_check)
     args, log_dirs = start.args, start.log_dirs
     folders = list_partition_folders(log_dirs)
-    coordinators = [f for f in folders if (_topic_partition(f[1]) or (None,))[0] == CONSUMER_OFFSETS_TOPIC]
+    coordinators = [(str(p.log_dir), str(p.path))
+                    for p in leading_replicas(live_partitions(log_dirs, CONSUMER_OFFSETS_TOPIC))]
     if not coordinators:
         raise UsageError(f"no {CONSUMER_OFFSETS_TOPIC}-<partition> folder in {', '.join(map(str, log_dirs))}",
                          hint="pass the log dirs of the brokers that hosted the group coordinators "

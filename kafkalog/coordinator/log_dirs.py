@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import pyarrow as pa
 
@@ -49,6 +49,22 @@ def live_partitions(log_dirs: Sequence, topic: Optional[str] = None) -> List[Par
     return out
 
 
+def leading_replicas(partitions: Sequence[PartitionDir]) -> List[PartitionDir]:
+    """One folder per (topic, partition): where a partition is in several log dirs (replicas from
+    several brokers), the one with the highest log end offset, as the leader's would be."""
+    best: Dict[tuple, tuple] = {}
+    for pdir in partitions:
+        try:
+            with PartitionLog(pdir.path, log_dir=pdir.log_dir) as log:
+                end = log.log_end_offset
+        except (KafkalogError, OSError):
+            end = -1          # unreadable: kept only when it is the only replica (its error is reported)
+        key = (pdir.topic, pdir.partition)
+        if key not in best or end > best[key][0]:
+            best[key] = (end, pdir)
+    return [pdir for _, pdir in best.values()]
+
+
 def coordinator_rows(pdir: PartitionDir, to_rows=group_rows, schema: pa.Schema = GROUP_ROW_SCHEMA) -> pa.Table:
     """Typed rows of one coordinator partition folder, segment by segment in offset order."""
     tables = [to_rows(read_segment(s.log, topic=pdir.topic, partition=pdir.partition)) for s in pdir.segments]
@@ -80,7 +96,7 @@ def consumer_lag(log_dirs: Sequence, *, groups: Sequence[str] = (), patterns: Se
     errors: List[str] = []
     rows: List[dict] = []
     names = []
-    for pdir in live_partitions(log_dirs, CONSUMER_OFFSETS_TOPIC):
+    for pdir in leading_replicas(live_partitions(log_dirs, CONSUMER_OFFSETS_TOPIC)):
         names.append(str(pdir.path))
         try:
             rows.extend(coordinator_rows(pdir).to_pylist())
