@@ -68,7 +68,10 @@ still go to stderr as text and into the file's summary. Every object has ``type`
     (the decoded message as Kafka's JSON converters name it). With ``--print-data-log`` (also for
     control records): ``key_b64``, ``value_b64`` (base64, null for null), ``key``, ``value`` (the
     bytes as text when they are valid UTF-8, else null) and ``headers`` (list of
-    ``{"key": str, "value_b64": str|null}``).
+    ``{"key": str, "value_b64": str|null}``). With ``--offsets-decoder`` / ``--transaction-log-decoder``
+    (which imply ``--print-data-log``, as in Kafka) a non-control record adds ``recordType``,
+    ``recordTypeName``, ``decodedKey``, ``valueVersion``, ``decodedValue`` (Kafka's JSON, as
+    kafka-dump-log.sh prints it), ``tombstone`` and, when it does not decode, ``decodeError``.
 ``index_entry`` (``offset``, ``position``), ``time_index_entry`` (``timestamp``, ``offset``),
 ``txn_index_entry`` (``version``, ``producerId``, ``firstOffset``, ``lastOffset``,
 ``lastStableOffset``), ``producer_snapshot_entry`` (``producerId``, ``producerEpoch``,
