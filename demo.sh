@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up, generate a demo Kafka log dir, catalogue it and plan its retention with the Spark jobs (dry run),
-# writing Delta tables and JSON reports under demo-tables/.
+# writing Delta tables, JSON reports and HTML pages under demo-tables/.
 set -euo pipefail
 cd "$(dirname "$0")"
 KAFKALOG_WHO="demo.sh"
@@ -21,11 +21,13 @@ if [ -f "$SEG.log" ]; then
   ( set +o pipefail; .venv/bin/kafkalog dump --files "$SEG.log" --deep-iteration --print-data-log | head -n 4 )
 fi
 echo "--- the segment catalog (Spark job), written to $TABLES/catalog as a Delta table"
-./spark-submit.sh catalog --log-dirs "$OUT" --catalog "$TABLES/catalog" --report "$TABLES/catalog.json"
+./spark-submit.sh catalog --log-dirs "$OUT" --catalog "$TABLES/catalog" --report "$TABLES/catalog.json" \
+  --html "$TABLES/catalog.html"
 echo "--- retention as a broker would decide it on 2026-01-08T03:00Z with retention.bytes=1000000 (dry run)"
 ./spark-submit.sh retention --log-dirs "$OUT" --now-ms 2026-01-08T03:00:00Z \
   --topic-config demo-orders:retention.bytes=1000000 \
-  --audit "$TABLES/retention-audit" --report "$TABLES/retention.json"
+  --audit "$TABLES/retention-audit" --report "$TABLES/retention.json" --html "$TABLES/retention.html"
 echo "--- reports: $TABLES/catalog.json, $TABLES/retention.json; add --execute to the retention command to apply it"
+echo "--- the retention plan as a page (open it in a browser; it works offline): $(cd "$TABLES" && pwd)/retention.html"
 echo "--- next: the kafkalog command lives in .venv; run 'source .venv/bin/activate' (then 'kafkalog --help'),"
 echo "    or call it as .venv/bin/kafkalog, e.g. .venv/bin/kafkalog offsets --log-dirs $OUT --topic demo-orders --time -2"

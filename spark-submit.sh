@@ -82,6 +82,11 @@ export SPARK_CONF_DIR="${SPARK_CONF_DIR:-$ROOT/conf}"
 export PYSPARK_PYTHON="$PY" PYSPARK_DRIVER_PYTHON="$PY"
 export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 export SPARK_MASTER="$master"
-printf -v PYSPARK_SUBMIT_ARGS '%q ' --master "$master" --name "kafkalog-$job" --py-files "$ZIP"
+# A local master's Python workers import kafkalog from this tree (PYTHONPATH), not from the zip: numba
+# can only cache compiled kernels of modules that are files, so workers load them from the cache
+# instead of compiling them in every run. Executors elsewhere get the zip (and compile once per worker).
+pyfiles=(--py-files "$ZIP")
+case "$master" in local|local\[*) pyfiles=();; esac
+printf -v PYSPARK_SUBMIT_ARGS '%q ' --master "$master" --name "kafkalog-$job" ${pyfiles[@]+"${pyfiles[@]}"}
 export PYSPARK_SUBMIT_ARGS="${PYSPARK_SUBMIT_ARGS}pyspark-shell"
 exec "$PY" "$ROOT/jobs/$job.py" ${args[@]+"${args[@]}"}

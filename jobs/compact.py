@@ -1,4 +1,4 @@
-"""compact: Kafka's log compaction for every eligible compacted partition, in parallel, with an exact Spark key map."""
+"""compact: Kafka's log compaction for every eligible compacted partition, one task per partition, compiled exact key map."""
 import sys
 
 from udfs.compact_job import entry

@@ -79,13 +79,16 @@ class SegmentReader:
     """
 
     def __init__(self, path, options: ReadOptions = ReadOptions(), *, topic: Optional[str] = None,
-                 partition: Optional[int] = None):
+                 partition: Optional[int] = None, start: int = 0, end: Optional[int] = None):
         self.path = os.fspath(path)
         self.options = options
+        if start < 0 or (end is not None and end < start):
+            raise ValueError(f"byte range [{start}, {end}) of {self.path} is not a range")
+        self.start, self.end = start, end     # a byte range of the file; both must be batch boundaries
         pid = partition_of(path)
         self.pid = PartitionId(topic if topic is not None else pid.topic,
                                partition if partition is not None else pid.partition)
-        self.valid_bytes = 0
+        self.valid_bytes = start
         self.error: Optional[KafkalogError] = None
         self.batches_read = 0
 
@@ -127,9 +130,9 @@ class SegmentReader:
         early and the next one goes on), up to one slot per smallest entry of the window's bytes.
         """
         opts = self.options
-        end = len(buf)
-        window = even_window_bytes(end, opts.window_bytes, threads)
-        pos = 0
+        end = len(buf) if self.end is None else min(len(buf), self.end)
+        pos = min(self.start, end)
+        window = even_window_bytes(end - pos, opts.window_bytes, threads)
         slots = FIRST_WINDOW_SLOTS
         while True:
             most = max(16, min(window, end - pos) // SMALLEST_ENTRY_BYTES + 2)
@@ -217,10 +220,12 @@ def even_window_bytes(file_bytes: int, window_bytes: int, threads: int) -> int:
     return min(window_bytes, max(MIN_SPLIT_BYTES, -(-file_bytes // (rounds * threads))))
 
 
-def iter_segment(path, *, topic: Optional[str] = None, partition: Optional[int] = None,
-                 **options) -> Iterator[pa.RecordBatch]:
-    """Stream a .log as ``pyarrow.RecordBatch``es of RECORD_SCHEMA, bounded by ``window_bytes``."""
-    return iter(SegmentReader(path, ReadOptions(**options), topic=topic, partition=partition))
+def iter_segment(path, *, topic: Optional[str] = None, partition: Optional[int] = None, start: int = 0,
+                 end: Optional[int] = None, **options) -> Iterator[pa.RecordBatch]:
+    """Stream a .log as ``pyarrow.RecordBatch``es of RECORD_SCHEMA, bounded by ``window_bytes``.
+    ``start``/``end``: read only the batches in that byte range (both batch boundaries, e.g. offset
+    index positions; ``end`` None = the end of the file)."""
+    return iter(SegmentReader(path, ReadOptions(**options), topic=topic, partition=partition, start=start, end=end))
 
 
 def read_segment(path, *, topic: Optional[str] = None, partition: Optional[int] = None, **options) -> pa.Table:

@@ -10,12 +10,13 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafkalog.cleaner import ExactOffsetMap, cleaner as cleaner_mod, fast_filter, plan_partition
-from kafkalog.cleaner.offset_map import build_offset_map
+from kafkalog.cleaner import cleaner as cleaner_mod, fast_filter, plan_partition
+from kafkalog.cleaner.key_map import NOT_FOUND
 from kafkalog.format import record_batch as rb
 from kafkalog.format.compression import decompress
 from kafkalog.format.records_encode_accel import rewrite_batch
@@ -145,23 +146,6 @@ def test_writer_defers_to_the_reference_on_non_canonical_records(fields):
 
 # --- whole rounds: engine "fast" vs "reference" ----------------------------------------------
 
-class CursorMap:
-    """A map answering only ``latest_offset_at`` (the Spark job's interface), logging the calls."""
-
-    def __init__(self, exact: ExactOffsetMap):
-        self.exact, self.end_offset, self.calls = exact, exact.end_offset, []
-
-    def latest_offset(self, key):
-        raise TypeError("cursor only")
-
-    def latest_offset_at(self, key, offset):
-        if self.calls:
-            assert offset > self.calls[-1][1], "asked in ascending offset order"
-        self.calls.append((key, offset))
-        found = self.exact.offsets.get(key)
-        return None if found is None else (offset + 1 if offset < found else offset)
-
-
 def _files(d: Path) -> dict:
     out = {p.name: p.read_bytes() for p in sorted(d.iterdir())}
     cp = d.parent / "cleaner-offset-checkpoint"
@@ -170,29 +154,27 @@ def _files(d: Path) -> dict:
     return out
 
 
-def _round(src: Path, work: Path, engine: str, monkeypatch, *, accel_writer=True, cursor=False, **kw):
+def _round(src: Path, work: Path, engine: str, monkeypatch, *, accel_writer=True, tiny_map=False, weak_hash=False,
+           **kw):
+    """One round; ``tiny_map``: the fast engine's map gets the smallest budget (a dozen keys), so
+    most logs take several hash-slice passes; ``weak_hash``: every key hashed by its length."""
     shutil.copytree(src, work)
     monkeypatch.setattr(cleaner_mod, "ENGINE", engine)
     monkeypatch.setattr(fast_filter, "USE_ACCEL_WRITER", accel_writer)
+    monkeypatch.setattr(cleaner_mod, "KEY_HASH_WEAK", weak_hash)
     d = next(p for p in sorted(work.iterdir()) if p.is_dir())          # the partition folder
-    offset_map = None
-    if cursor:
-        plan = plan_partition(d, config=kw.get("config") or log_config(segment_bytes=1 << 30), now_ms=kw["now"])
-        monkeypatch.setattr(cleaner_mod, "ENGINE", "reference")
-        offset_map = CursorMap(cleaner_mod.build_partition_offset_map(plan))
-        monkeypatch.setattr(cleaner_mod, "ENGINE", engine)
     now = kw.pop("now")
-    res = clean(d, now, offset_map=offset_map, **kw)
-    return res, _files(d), (offset_map.calls if cursor else None)
+    res = clean(d, now, map_budget_bytes=1 if tiny_map else None, **kw)
+    return res, _files(d), (res.map_stats.passes if res.map_stats else None)
 
 
 def _same_round(src_dir: Path, tmp: Path, monkeypatch, **kw):
     results = {}
     for name, engine, accel in (("ref", "reference", True), ("fast", "fast", True), ("fastref", "fast", False)):
         results[name] = _round(src_dir, tmp / name, engine, monkeypatch, accel_writer=accel, **dict(kw))
-    ref_res, ref_files, ref_calls = results["ref"]
+    ref_res, ref_files, _ = results["ref"]
     for name in ("fast", "fastref"):
-        res, files, calls = results[name]
+        res, files, passes = results[name]
         assert res.error == ref_res.error and res.skipped_reason == ref_res.skipped_reason
         assert files == ref_files, name
         assert res.counts == ref_res.counts, name
@@ -200,7 +182,8 @@ def _same_round(src_dir: Path, tmp: Path, monkeypatch, **kw):
         assert res.batches == ref_res.batches, name
         assert res.record_reasons == ref_res.record_reasons, name
         assert [g.counts for g in res.groups] == [g.counts for g in ref_res.groups]
-        assert calls == ref_calls
+        if res.map_stats is not None:
+            assert res.map_stats.keys == ref_res.map_size and passes >= 1
     return ref_res
 
 
@@ -213,9 +196,9 @@ def _log_dir_of(tmp: Path, segments, **kw) -> Path:
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(ops=st.lists(op, min_size=3, max_size=30), checkpoint_at=st.floats(0, 1), producers_active=st.booleans(),
        codec=st.sampled_from(CODECS), log_append=st.booleans(), reasons=st.sampled_from(["all", "none", "some"]),
-       cursor=st.booleans(), io_buffer=st.sampled_from([None, 200]))
+       tiny_map=st.booleans(), weak_hash=st.booleans(), io_buffer=st.sampled_from([None, 200]))
 def test_random_rounds_fast_equals_reference(monkeypatch, ops, checkpoint_at, producers_active, codec, log_append,
-                                             reasons, cursor, io_buffer):
+                                             reasons, tiny_map, weak_hash, io_buffer):
     segments, _open = build(ops)
     segments = [[b if b.control else replace(b, codec=codec, log_append_time=log_append) for b in seg]
                 for seg in segments]
@@ -225,8 +208,8 @@ def test_random_rounds_fast_equals_reference(monkeypatch, ops, checkpoint_at, pr
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         src = _log_dir_of(tmp, segments, checkpoint=int(checkpoint_at * leo))
-        res = _same_round(src, tmp, monkeypatch, now=now, record_decisions=rd, cursor=cursor,
-                          io_buffer_size=io_buffer)
+        res = _same_round(src, tmp, monkeypatch, now=now, record_decisions=rd, tiny_map=tiny_map,
+                          weak_hash=weak_hash, io_buffer_size=io_buffer)
         assert res.error is None
 
 
@@ -282,11 +265,13 @@ def test_non_canonical_source_records_round_trip_as_the_reference_writes_them(tm
 def test_map_pass_equals_the_reference(tmp_path, monkeypatch):
     d = write_partition(tmp_path, example_log())
     plan = plan_partition(d, config=log_config(), now_ms=T0 + 10 * DAY)
-    monkeypatch.setattr(cleaner_mod, "ENGINE", "fast")
-    fast = cleaner_mod.build_partition_offset_map(plan)
-    ref = build_offset_map(cleaner_mod._dirty_batches(plan), cleaner_mod._map_tracker(plan),
-                           first_dirty_offset=plan.first_dirty_offset, upper_bound_offset=plan.upper_bound_offset)
-    assert fast.end_offset == ref.end_offset and list(fast.offsets.items()) == list(ref.offsets.items())
+    fast = cleaner_mod.build_key_map(plan)
+    ref = cleaner_mod.build_partition_offset_map(plan)
+    assert fast.end_offset == ref.end_offset and fast.stats.passes == 1 and len(fast) == len(ref)
+    for key, offset in ref.offsets.items():
+        got = fast.key_map.lookup(pa.array([key], pa.binary()), np.array([0]))
+        assert got.tolist() == [offset]
+    assert fast.key_map.lookup(pa.array([b"not a key"], pa.binary()), np.array([0])).tolist() == [NOT_FOUND]
 
 
 @pytest.mark.parametrize("stamps,horizon", [([(1 << 63) - 1, (1 << 63) - 2], -(1 << 62) * 2),

@@ -15,7 +15,7 @@ from kafka.record.memory_records import MemoryRecords
 from kafkalog.checkpoint import (CLEANER_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT, read_offset_checkpoint,
                                  write_offset_checkpoint)
 from kafkalog.cleaner import (ExactOffsetMap, NotCleanableReason, SegmentStats, build_partition_offset_map,
-                              clean_partition, cleanable_offsets, group_segments_by_size, offset_map_entries,
+                              clean_partition, cleanable_offsets, group_segments_by_size,
                               plan_partition)
 from kafkalog.cleaner.cleaner import read_chunks
 from kafkalog.cleaner.segment_grouping import GroupableSegment
@@ -459,10 +459,8 @@ def test_precomputed_offset_map_gives_the_same_result(tmp_path):
     b = write_partition(tmp_path / "b", example_log())
     now = T0 + 10 * DAY
     plan = plan_partition(b, config=log_config(), now_ms=now)
-    pairs = list(offset_map_entries(plan))
-    keys, offsets = [k for k, _ in pairs], [o for _, o in pairs]
-    precomputed = ExactOffsetMap.from_arrow(keys, offsets, end_offset=plan.upper_bound_offset)
-    assert precomputed.offsets == build_partition_offset_map(plan).offsets
+    precomputed = ExactOffsetMap.from_mapping(build_partition_offset_map(plan).offsets,
+                                              end_offset=plan.upper_bound_offset)
     assert clean(a, now).cleaned and clean(b, now, offset_map=precomputed).cleaned
     assert read_partition(a) == read_partition(b)
 

@@ -222,18 +222,50 @@ def test_spark_submit_lists_the_job_and_rejects_a_missing_log_dir(tmp_path):
     assert "does not exist" in proc.stderr and "Traceback" not in proc.stderr
 
 
-def test_every_cleaned_partition_gets_its_checkpoint_entry(spark, tmp_path):
-    """Found in review: rewriting tasks run in parallel, and each rewrote the shared
-    cleaner-offset-checkpoint (lost entries, a torn file). The driver now writes it once per log dir."""
-    d = tmp_path / "d"
+def crash_log_partitions(d: Path, n: int) -> Path:
+    """A log dir with ``n`` partitions of crash_log, each fully replicated."""
     hw = {}
-    for p in range(6):
+    for p in range(n):
         write_partition(d, crash_log(), partition=p)
         hw.update(read_offset_checkpoint(d / REPLICATION_OFFSET_CHECKPOINT))
     write_offset_checkpoint(d / REPLICATION_OFFSET_CHECKPOINT, hw)
+    return d
+
+
+def test_every_cleaned_partition_gets_its_checkpoint_entry(spark, tmp_path):
+    """Found in review: rewriting tasks run in parallel, and each rewrote the shared
+    cleaner-offset-checkpoint (lost entries, a torn file). Each task now writes its partition's entry
+    right after its swap, under a lock of the log dir."""
+    d = crash_log_partitions(tmp_path / "d", 6)
     report = tmp_path / "r.json"
     assert compact_job.main(job_args([d], "--report", str(report)), spark=spark) == 0
     cleaned = {(p["topic"], p["partition"]): p["end_offset"] for p in json.loads(report.read_text())["partitions"]
                if p["status"] == "cleaned"}
     assert len(cleaned) == 6
     assert read_offset_checkpoint(d / CLEANER_OFFSET_CHECKPOINT) == cleaned
+
+
+def test_a_failed_partition_is_reported_as_failed_and_counts_nothing(spark, tmp_path, capsys):
+    """One partition's segment is corrupt (a flipped byte): it fails with its error, counts no record,
+    leaves no temporary file; the other is cleaned; the job exits 1 and stdout counts only the cleaned
+    one's records."""
+    d = crash_log_partitions(tmp_path / "d", 2)
+    bad = d / f"{TOPIC}-1" / "00000000000000000004.log"
+    raw = bytearray(bad.read_bytes())
+    raw[-3] ^= 0xFF
+    bad.write_bytes(bytes(raw))
+    before = {k: v for k, v in tree(d).items() if k.startswith(f"{TOPIC}-1/")}
+    report = tmp_path / "r.json"
+    assert compact_job.main(job_args([d], "--report", str(report)), spark=spark) == 1
+    out = capsys.readouterr().out
+    rep = json.loads(report.read_text())
+    rows = {p["partition"]: p for p in rep["partitions"]}
+    assert rows[1]["status"] == "error" and rows[1]["outcome"] == "failed" and "CRC" in rows[1]["reason"]
+    assert rows[1]["records_read"] in (None, 0) and rows[1]["bytes_removed"] in (None, 0)
+    assert rows[0]["status"] == "cleaned" and rows[0]["outcome"] == "done" and rows[0]["passes"] == 1
+    assert rows[0]["map_keys"] > 0 and rows[0]["map_bytes"] <= rows[0]["map_budget"]
+    assert rep["summary"]["outcomes"] == {"done": 1, "failed": 1}
+    removed = rows[0]["records_read"] - rows[0]["records_kept"]
+    assert f"1 of 2 partitions cleaned, {rows[0]['bytes_removed']:,} bytes and {removed:,} records removed" in out
+    assert {k: v for k, v in tree(d).items() if k.startswith(f"{TOPIC}-1/")} == before
+    assert read_offset_checkpoint(d / CLEANER_OFFSET_CHECKPOINT) == {(TOPIC, 0): rows[0]["end_offset"]}

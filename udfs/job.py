@@ -106,6 +106,11 @@ def base_parser(job: str, description: str, *, epilog: Optional[str] = None) -> 
     return parser
 
 
+def add_html_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--html", metavar="PATH",
+                        help="also write the report as one self-contained HTML page with charts (opens offline)")
+
+
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("Kafka configuration (precedence: topic override > broker > Kafka default)")
     group.add_argument("--broker-config", metavar="server.properties",
@@ -209,6 +214,23 @@ def write_report(path: Optional[str], report: dict) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(target, data)
     progress(f"report written to {target}")
+
+
+def write_html(path: Optional[str], report: dict) -> None:
+    """The report as an HTML page (``kafkalog.report_html``), written atomically; prints its size."""
+    if not path:
+        return
+    from kafkalog.report_html import render_page
+
+    data = render_page(report).encode("utf-8")
+    target = Path(path)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(target, data)
+    except OSError as exc:
+        raise KafkalogError(f"cannot write the HTML page: {exc.strerror or exc}", path=target,
+                            hint="the job's work and its JSON report are not affected") from None
+    progress(f"HTML page written to {target} ({len(data) / 1e6:.1f} MB)")
 
 
 def _json_default(value):

@@ -23,8 +23,8 @@ from kafkalog.retention_run import (ERROR, OUTCOME_SCHEMA, finish_log_dir, publi
                                     retention_summary)
 
 from . import delta_tables
-from .job import (EXIT_OK, EXIT_PARTIAL, _non_negative, add_config_arguments, base_parser, locked_log_dirs,
-                  parse_time_ms, progress, start_job, table_path, write_report)
+from .job import (EXIT_OK, EXIT_PARTIAL, _non_negative, add_config_arguments, add_html_argument, base_parser,
+                  locked_log_dirs, parse_time_ms, progress, start_job, table_path, write_html, write_report)
 from .partitions import (cached_checkpoints, folders_frame, map_folders, partition_folders_of, spark_arrow_schema,
                          topics_option)
 from .progress import count_folders
@@ -78,6 +78,7 @@ def build_parser():
     parser.add_argument("--topics", metavar="T[,T...]", help="only these topics")
     parser.add_argument("--audit", metavar="PATH", type=table_path,
                         help="Delta table to append every segment's decision to")
+    add_html_argument(parser)
     add_config_arguments(parser)
     return parser
 
@@ -160,6 +161,7 @@ def main(argv: Sequence[str], *, spark=None) -> int:
         checkpoints=checkpoints, audit=audit)
     _print_summary(report)
     write_report(args.report, report)
+    write_html(args.html, report)
     failed = summary["statuses"].get(ERROR, 0) or refused
     return EXIT_PARTIAL if failed else EXIT_OK
 

@@ -32,7 +32,8 @@ def prepare_environment() -> None:
 
 def build_session(app_name: str, *, master: Optional[str] = None, conf: Optional[Mapping[str, str]] = None):
     """Get or create the SparkSession. ``master``: the argument, else ``SPARK_MASTER``, else what
-    spark-submit was given, else ``local[*]``."""
+    spark-submit was given, else ``local[*]``. The session can read ``format("kafkalog")`` (with Python
+    filter pushdown on: ``udfs.kafkalog_source.register``)."""
     prepare_environment()
     from pyspark.sql import SparkSession
 
@@ -48,7 +49,11 @@ def build_session(app_name: str, *, master: Optional[str] = None, conf: Optional
         builder = builder.master(DEFAULT_MASTER)
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    spark = builder.getOrCreate()
+    from udfs.kafkalog_source import register
+
+    register(spark)
+    return spark
 
 
 def delta_spark_available(spark) -> bool:

@@ -7,12 +7,16 @@ Modules, one Kafka concept each:
 * ``transaction_metadata`` CleanedTransactionMetadata: aborted data and markers (§7.6)
 * ``producer_state``       ProducerStateManager's active producers and first unstable offset
 * ``local_log``            the segments of a partition folder, decoded batches, aborted txns
-* ``offset_map``           the key → latest offset map (exact; replaceable by a precomputed one) (§7.4)
+* ``offset_map``           the key → latest offset map as a dict: the reference engine's (§7.4)
+* ``key_map``              the compiled map: exact keys in flat arrays within a byte budget, the
+                           key-only record walk, hash slices and bitsets (SkimpyOffsetMap's role)
+* ``key_walk``             the map pass over a partition's segments with that map (§7.4)
 * ``record_filter``        checkBatchRetention / shouldRetainRecord / filterTo (§7.6-7.8)
-* ``fast_filter``          the map and recopy passes over decoded windows (columns, numba writer):
-                           same bytes as offset_map/record_filter, which stay the reference
+* ``fast_filter``          the recopy pass over decoded windows (columns, compiled lookups, numba
+                           writer): same bytes as record_filter, which stays the reference
 * ``segment_grouping``     groupSegmentsBySize (§7.5)
 * ``cleaner``              one round end to end: plan, map, recopy, swap-in, checkpoint (§7.5, §7.9)
+* ``partition_run``        one partition's round as a job runs it, and its report row
 * ``recover``              finish or roll back an interrupted swap as a broker's startup does (§3.3)
 """
 from .cleanable import CleanableOffsets, NotCleanableReason, SegmentStats, cleanable_offsets

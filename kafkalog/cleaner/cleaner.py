@@ -10,7 +10,9 @@ Round, with ``now_ms`` explicit for every time-based rule:
             headers from its offset replayed; empty control batches change nothing) → first
             unstable offset (clamped to the log start) and the active producers, then
             ``cleanable_offsets`` (§7.1-7.2).
-2. map    — ``build_offset_map`` over [firstDirty, upperBound) (§7.4), or a map passed in.
+2. map    — over [firstDirty, upperBound) (§7.4): the compiled map (``key_walk``) within
+            ``map_budget`` bytes, in hash-slice passes if the keys do not fit (engine "fast"), or
+            the reference dict (``build_offset_map``), or a map passed in.
 3. recopy — every segment with base < map.end_offset, from the start of the log, grouped by
             ``group_segments_by_size``; ONE transaction tracker for the round, carried through the
             groups in order (``Cleaner.doClean``), with a fresh ``.txnindex`` entry list per group;
@@ -37,12 +39,13 @@ Round, with ``now_ms`` explicit for every time-based rule:
 
 Deviations, all on the safe side: CRCs of every source batch are checked (Kafka does not) and a
 corrupt or torn segment refuses the partition; v0/v1 data refuses the partition; the offset map
-is exact and unbounded; producer expiry is evaluated exactly at ``now_ms``; the cleaner-offset
+compares exact key bytes and, when full, is refilled in hash-slice passes instead of ending the round
+early; producer expiry is evaluated exactly at ``now_ms``; the cleaner-offset
 checkpoint is never rewritten in dry-run mode (a broker rewrites an out-of-range one at once).
 """
 from __future__ import annotations
 
-import hashlib
+import fcntl
 import os
 
 import numpy as np
@@ -55,6 +58,7 @@ from ..checkpoint import (CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT
 from ..config import BrokerConfig, KafkaConfigs, LogConfig
 from ..errors import KafkalogError, LogDirLockedError
 from ..format.file_records import scan_batches
+from ..format.record_batch import crc32c_update
 from ..index.builder import IndexAppender
 from ..index.transaction_index import TransactionIndex
 from ..logdir import (CLEANED_SUFFIX, DELETED_SUFFIX, SNAPSHOT_SUFFIX, SWAP_SUFFIX, format_segment_file_name,
@@ -63,6 +67,8 @@ from ..producer_snapshot import read_producer_snapshot
 from . import producer_state as ps
 from .cleanable import CleanableOffsets, cleanable_offsets
 from . import fast_filter
+from . import key_map as km
+from .key_walk import KeyVerdicts, build_key_verdicts
 from .local_log import (LogSegment, batches_of, collect_aborted_transactions, load_segments, pending_swap_files,
                         read_batches, read_windows, start_position)
 from .offset_map import ExactOffsetMap, OffsetMap, build_offset_map, map_entries
@@ -84,10 +90,16 @@ MTIME_SUFFIXES = ("log", "index", "timeindex")              # LogSegment.lastMod
 
 StepHook = Callable[[str, Optional[Path]], None]
 
+# A partition's outcome in a round (reports)
+OUTCOME_DONE, OUTCOME_NOT_NEEDED, OUTCOME_FAILED, OUTCOME_ROLLED_BACK, OUTCOME_DRY_RUN = (
+    "done", "not needed", "failed", "rolled back", "dry run")
+
 # How the map and recopy passes walk records: "fast" (decoded windows as columns, numba writer:
 # fast_filter) or "reference" (a SourceBatch of RecordRows per batch: offset_map.build_offset_map and
 # record_filter.filter_batch). Same bytes, counts and reasons; tests run both.
 ENGINE = "fast"
+# Tests set this to hash every key by its length only: collisions everywhere, told apart by the bytes.
+KEY_HASH_WEAK = False
 # ``record_decisions``: True (every record's reason), False (none) or the offsets to keep reasons for.
 RecordDecisions = Union[bool, Collection[int]]
 
@@ -229,17 +241,30 @@ def _map_tracker(plan: PartitionPlan) -> CleanedTransactionMetadata:
 
 
 def offset_map_entries(plan: PartitionPlan) -> Iterable[Tuple[bytes, int]]:
-    """The (key, offset) pairs of the dirty range that enter the map, in log order (§7.4): what a
-    Spark job reduces to "max offset per key" to build the map itself."""
+    """The (key, offset) pairs of the dirty range that enter the map, in log order (§7.4): the
+    reference walk, for a caller that builds a map of its own (e.g. Kafka's bounded one, in tests)."""
     return map_entries(_dirty_batches(plan), _map_tracker(plan), plan.first_dirty_offset)
 
 
+def map_budget(broker: BrokerConfig, concurrent_cleaners: Optional[int] = None) -> int:
+    """Bytes one cleaner's key map may take: ``log.cleaner.dedupe.buffer.size`` split across the
+    cleaners running at once (``log.cleaner.threads`` unless the caller runs another number, as the
+    Spark job does with its task slots)."""
+    threads = concurrent_cleaners if concurrent_cleaners is not None else int(broker.setting("log.cleaner.threads"))
+    return km.dedupe_budget(int(broker.setting("log.cleaner.dedupe.buffer.size")), threads)
+
+
+def build_key_map(plan: PartitionPlan, broker: BrokerConfig = BrokerConfig(), *, budget: Optional[int] = None
+                  ) -> KeyVerdicts:
+    """Pass 1 of the round (the fast engine): the compiled map within ``budget`` bytes (default
+    ``map_budget(broker)``), in hash-slice passes when the keys do not fit."""
+    return build_key_verdicts(plan, budget=budget or map_budget(broker),
+                              load_factor=float(broker.setting("log.cleaner.io.buffer.load.factor")),
+                              max_batch_bytes=_max_batch_bytes(plan.config), weak_hash=KEY_HASH_WEAK)
+
+
 def build_partition_offset_map(plan: PartitionPlan) -> ExactOffsetMap:
-    """Pass 1 of the round for this partition."""
-    if ENGINE == "fast":
-        return fast_filter.build_offset_map_windows(_dirty_windows(plan), _map_tracker(plan),
-                                                    first_dirty_offset=plan.first_dirty_offset,
-                                                    upper_bound_offset=plan.upper_bound_offset)
+    """Pass 1 of the round as the reference engine builds it: a dict of the exact keys."""
     return build_offset_map(_dirty_batches(plan), _map_tracker(plan), first_dirty_offset=plan.first_dirty_offset,
                             upper_bound_offset=plan.upper_bound_offset)
 
@@ -278,6 +303,9 @@ class PartitionCleanResult:
     skipped_reason: Optional[str] = None
     error: Optional[str] = None
     map_size: int = 0
+    map_stats: Optional[km.KeyMapStats] = None     # the compiled map's passes, keys, budget and bytes
+    groups_committed: int = 0                 # groups swapped in (all of them when ``cleaned``)
+    rolled_back: bool = False                 # a swap-in failed and was rolled back: nothing changed
     end_offset: Optional[int] = None          # the new cleaner checkpoint
     groups: List[GroupResult] = field(default_factory=list)
     counts: FilterCounts = field(default_factory=FilterCounts)
@@ -293,6 +321,28 @@ class PartitionCleanResult:
                 "upper_bound_offset": o.upper_bound_offset if o else None,
                 "cleanable_ratio": o.cleanable_ratio if o else None, "map_size": self.map_size,
                 "end_offset": self.end_offset, "groups": len(self.groups), **self.counts.as_dict()}
+
+    @property
+    def outcome(self) -> str:
+        """done / not needed / failed / rolled back (a dry run: "dry run")."""
+        if self.error is not None:
+            return OUTCOME_ROLLED_BACK if self.rolled_back else OUTCOME_FAILED
+        if self.skipped_reason is not None or not (self.cleaned or self.dry_run) or self.offsets is None:
+            return OUTCOME_NOT_NEEDED
+        return OUTCOME_DRY_RUN if self.dry_run else OUTCOME_DONE
+
+    def committed_counts(self) -> FilterCounts:
+        """The counts of what was swapped in (a dry run: of what would be)."""
+        if self.cleaned or (self.dry_run and self.error is None):
+            return self.counts
+        out = FilterCounts()
+        for g in self.groups[:self.groups_committed]:
+            out.add(g.counts)
+        return out
+
+    def committed_bytes_removed(self) -> int:
+        groups = self.groups if (self.cleaned or self.dry_run) else self.groups[:self.groups_committed]
+        return sum(g.bytes_before - g.bytes_after for g in groups)
 
     def explain(self, offset: int) -> str:
         """Why the record at ``offset`` was kept or removed (or not looked at) in this round."""
@@ -350,7 +400,7 @@ class _Sink:
     def __init__(self, path: Optional[Path]):
         self.path = path
         self.size = 0
-        self._digest = hashlib.blake2b(digest_size=32) if path is not None else None
+        self._crc = 0 if path is not None else None
         self._file = None
         if path is not None:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
@@ -359,11 +409,11 @@ class _Sink:
     def write(self, data: bytes) -> None:
         if self._file is not None:
             self._file.write(data)
-            self._digest.update(data)
+            self._crc = crc32c_update(data, self._crc)
         self.size += len(data)
 
-    def digest(self) -> Optional[bytes]:
-        return self._digest.digest() if self._digest is not None else None
+    def digest(self) -> Optional[int]:
+        return self._crc
 
     def close(self) -> None:
         """Flush and fsync (idempotent)."""
@@ -423,9 +473,10 @@ class _GroupOutput:
 
 def _clean_group(plan: PartitionPlan, sources: List[LogSegment], offset_map: OffsetMap,
                  io_buffer_size: int, result: PartitionCleanResult, record_decisions: RecordDecisions,
-                 sink: _Sink, tracker: CleanedTransactionMetadata) -> _GroupOutput:
+                 sink: _Sink, tracker: CleanedTransactionMetadata, ordinals: Dict[int, int]) -> _GroupOutput:
     """Recopy one group into ``sink``. ``tracker`` is the round's: the groups of a round are cleaned
-    in order with the same tracker (a COMMIT/ABORT is judged by its data in earlier groups)."""
+    in order with the same tracker (a COMMIT/ABORT is judged by its data in earlier groups).
+    ``ordinals``: each recopied segment's first record in the round's recopied range."""
     cfg = plan.config
     base = sources[0].base_offset
     appender = IndexAppender(base, index_interval_bytes=cfg.index_interval_bytes)
@@ -439,7 +490,8 @@ def _clean_group(plan: PartitionPlan, sources: List[LogSegment], offset_map: Off
         chunks = read_chunks(h.position.tolist(), h.size.tolist(), buffer_size=io_buffer_size,
                              max_buffer_size=cfg.max_message_bytes, max_message_bytes=cfg.max_message_bytes)
         if ENGINE == "fast":
-            _clean_segment_fast(plan, seg, chunks, tracker, offset_map, result, record_decisions, out)
+            _clean_segment_fast(plan, seg, chunks, tracker, offset_map, result, record_decisions, out,
+                                ordinals[seg.base_offset])
             continue
         batches = read_batches(seg, max_batch_bytes=_max_batch_bytes(cfg))     # streamed, in file order
         for first, end in chunks:
@@ -465,8 +517,9 @@ def _clean_group(plan: PartitionPlan, sources: List[LogSegment], offset_map: Off
 
 def _clean_segment_fast(plan: PartitionPlan, seg: LogSegment, chunks, tracker: CleanedTransactionMetadata,
                         offset_map: OffsetMap, result: PartitionCleanResult, record_decisions: RecordDecisions,
-                        out: "_GroupOutput") -> None:
-    """The chunk loop of ``_clean_group`` for one source segment, over decoded windows."""
+                        out: "_GroupOutput", ordinal: int) -> None:
+    """The chunk loop of ``_clean_group`` for one source segment, over decoded windows; ``ordinal``:
+    the index of the segment's first record in the recopied range (for a map kept as bitsets)."""
     cfg = plan.config
     asked = None
     if record_decisions is not True and record_decisions:
@@ -477,13 +530,15 @@ def _clean_segment_fast(plan: PartitionPlan, seg: LogSegment, chunks, tracker: C
     taken = 0
 
     def next_batch() -> fast_filter.BatchOutput:
-        nonlocal pending, taken
+        nonlocal pending, taken, ordinal
         while taken == len(pending):
+            win = next(windows)
             pending = fast_filter.filter_window(
-                next(windows), tracker=tracker, active=plan.active_producers,
+                win, tracker=tracker, active=plan.active_producers,
                 upper_bound_offset=plan.upper_bound_offset, offset_map=offset_map, now_ms=plan.now_ms,
                 delete_retention_ms=cfg.delete_retention_ms, counts=out.counts, record_decisions=record_decisions,
-                asked=asked, max_batch_bytes=max_bytes)
+                asked=asked, max_batch_bytes=max_bytes, ordinal_base=ordinal)
+            ordinal += int(win.record_start[-1])
             taken = 0
         taken += 1
         return pending[taken - 1]
@@ -540,19 +595,20 @@ def _write_file(path: Path, data: bytes, mtime_ns: Optional[int]) -> None:
         os.utime(path, ns=(mtime_ns, mtime_ns))
 
 
-def _verify_cleaned_log(path: Path, expected_size: int, expected_digest: bytes) -> None:
-    """Re-read the written .log: same bytes (size and digest), every batch walks and passes its CRC,
+def _verify_cleaned_log(path: Path, expected_size: int, expected_digest: int) -> None:
+    """Re-read the written .log: same bytes (size and CRC-32C of the whole file, hardware
+    accelerated: a blake2b digest cost a tenth of the round), every batch walks and passes its CRC,
     offsets increase."""
-    digest = hashlib.blake2b(digest_size=32)
+    digest = 0
     size = 0
     with open(path, "rb") as f:
         while True:
             block = f.read(1 << 22)
             if not block:
                 break
-            digest.update(block)
+            digest = crc32c_update(block, digest)
             size += len(block)
-    if size != expected_size or digest.digest() != expected_digest:
+    if size != expected_size or digest != expected_digest:
         raise KafkalogError("the cleaned segment read back differs from what was written", path=path)
     scan = scan_batches(path, verify_crc=True, on_corrupt="raise")
     lasts = scan.batches.column("lastOffset").to_pylist()
@@ -633,13 +689,22 @@ def update_cleaner_checkpoint(log_dir, topic: str, partition: int, offset: int) 
 
 
 def update_cleaner_checkpoints(log_dir, offsets) -> None:
-    """Set several entries of a log dir's ``cleaner-offset-checkpoint`` in one atomic rewrite."""
+    """Set several entries of a log dir's ``cleaner-offset-checkpoint`` in one atomic rewrite: read,
+    modify and replace under an exclusive ``flock`` of the log dir itself, so cleaners running at
+    once in several processes (Spark tasks) each keep the others' entries. No file is added to the
+    log dir for the lock (a broker holds ``.lock`` with a record lock, which ``flock`` does not touch)."""
     if not offsets:
         return
-    path = Path(log_dir) / CLEANER_OFFSET_CHECKPOINT
-    entries = read_offset_checkpoint(path)
-    entries.update({tp: int(o) for tp, o in offsets.items()})
-    write_offset_checkpoint(path, entries)
+    log_dir = Path(log_dir)
+    path = log_dir / CLEANER_OFFSET_CHECKPOINT
+    fd = os.open(log_dir, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        entries = read_offset_checkpoint(path)
+        entries.update({tp: int(o) for tp, o in offsets.items()})
+        write_offset_checkpoint(path, entries)
+    finally:
+        os.close(fd)          # releases the flock
 
 
 # --- entry points ----------------------------------------------------------------------------
@@ -653,7 +718,8 @@ def default_io_buffer_size(broker: BrokerConfig) -> int:
 def _clean_locked(partition_dir: Path, *, config: LogConfig, now_ms: int, broker: BrokerConfig,
                   offset_map: Optional[OffsetMap], dry_run: bool, on_step: Optional[StepHook],
                   record_decisions: RecordDecisions, io_buffer_size: Optional[int],
-                  high_watermark: Optional[int], force: bool, update_checkpoint: bool = True) -> PartitionCleanResult:
+                  high_watermark: Optional[int], force: bool, update_checkpoint: bool = True,
+                  map_budget_bytes: Optional[int] = None, plan: Optional[PartitionPlan] = None) -> PartitionCleanResult:
     try:
         topic, partition, kind = parse_partition_dir_name(partition_dir.name)
     except KafkalogError as e:
@@ -663,8 +729,9 @@ def _clean_locked(partition_dir: Path, *, config: LogConfig, now_ms: int, broker
         result.skipped_reason = f"{kind} partition folder (only live partitions are cleaned)"
         return result
     try:
-        plan = plan_partition(partition_dir, config=config, now_ms=now_ms, broker=broker,
-                              high_watermark=high_watermark)
+        if plan is None:
+            plan = plan_partition(partition_dir, config=config, now_ms=now_ms, broker=broker,
+                                  high_watermark=high_watermark)
         result.offsets = plan.offsets
         if not plan.offsets.cleanable and not (force and config.compact
                                                and plan.upper_bound_offset > plan.first_dirty_offset):
@@ -674,11 +741,20 @@ def _clean_locked(partition_dir: Path, *, config: LogConfig, now_ms: int, broker
             result.skipped_reason = "segments hold v0/v1 messages; the legacy compaction rules are not implemented"
             return result
         if offset_map is None:
-            offset_map = build_partition_offset_map(plan)
+            if ENGINE == "fast":
+                offset_map = build_key_map(plan, broker, budget=map_budget_bytes)
+                result.map_stats = offset_map.stats
+            else:
+                offset_map = build_partition_offset_map(plan)
         end_offset = min(offset_map.end_offset, plan.upper_bound_offset)
         result.map_size = len(offset_map) if hasattr(offset_map, "__len__") else 0
         result.end_offset = end_offset
         recopied = [s for s in plan.segments if s.base_offset < end_offset]
+        ordinals: Dict[int, int] = {}          # each recopied segment's first record in the recopied range
+        ordinal = 0
+        for s in recopied:
+            ordinals[s.base_offset] = ordinal
+            ordinal += int(np.maximum(s.scan().headers.recordsCount.astype(np.int64), 0).sum())
         groups = group_segments_by_size(
             [GroupableSegment(s.base_offset, s.size_bytes, s.offset_index_bytes, s.time_index_bytes) for s in recopied],
             max_size=config.segment_bytes, max_index_size=config.segment_index_bytes,
@@ -692,7 +768,8 @@ def _clean_locked(partition_dir: Path, *, config: LogConfig, now_ms: int, broker
                 sources = [recopied[i] for i in idx]
                 sink = _Sink(None if dry_run else partition_dir / _name(sources[0].base_offset, "log", CLEANED_SUFFIX))
                 sinks.append(sink)
-                g = _clean_group(plan, sources, offset_map, io_size, result, record_decisions, sink, tracker)
+                g = _clean_group(plan, sources, offset_map, io_size, result, record_decisions, sink, tracker,
+                                 ordinals)
                 result.counts.add(g.counts)
                 result.groups.append(GroupResult(g.base_offset, [s.base_offset for s in sources],
                                                  sum(s.size_bytes for s in sources), g.sink.size,
@@ -710,8 +787,13 @@ def _clean_locked(partition_dir: Path, *, config: LogConfig, now_ms: int, broker
         # Kafka swaps each group right after cleaning it; all groups were computed first here (their
         # .log.cleaned streamed to disk, which recovery drops) so that a problem found in any group
         # changes nothing in the live segments.
-        for g in outputs:
-            _swap_in(partition_dir, g, on_step)
+        try:
+            for g in outputs:
+                _swap_in(partition_dir, g, on_step)
+                result.groups_committed += 1
+        except (KafkalogError, OSError) as e:
+            _recover_after_failed_swap(partition_dir, result, e)
+            return result
         if update_checkpoint:
             update_cleaner_checkpoint(partition_dir.parent, topic, partition, end_offset)
             _hook(on_step, STEP_CHECKPOINT, partition_dir.parent / CLEANER_OFFSET_CHECKPOINT)
@@ -721,39 +803,66 @@ def _clean_locked(partition_dir: Path, *, config: LogConfig, now_ms: int, broker
         result.error = str(e)
         return result
     except OSError as e:
-        result.error = (f"{e.filename or partition_dir}: {e.strerror or e}; if the swap-in had begun, "
-                        "run `kafkalog recover` (or start the broker) to finish or roll it back")
+        result.error = _os_error_text(e, partition_dir)
         return result
 
+
+def _os_error_text(e: OSError, partition_dir: Path) -> str:
+    return f"{e.filename or partition_dir}: {e.strerror or e}"
+
+
+def _recover_after_failed_swap(partition_dir: Path, result: "PartitionCleanResult", e: Exception) -> None:
+    """A swap-in step failed: finish or roll back the interrupted group as a broker's startup would
+    (``recover_partition``), so no temporary file stays behind, and say what was committed."""
+    from .recover import recover_partition
+
+    why = _os_error_text(e, partition_dir) if isinstance(e, OSError) else str(e)
+    rec = recover_partition(partition_dir)
+    if rec.error is not None:
+        result.error = (f"{why}; recovering the interrupted swap failed too ({rec.error}): run `kafkalog recover` "
+                        "(or start the broker) to finish or roll it back")
+        return
+    if rec.swap_range is not None:          # the interrupted group was past its point of no return
+        result.groups_committed += 1
+    committed = result.groups_committed
+    result.rolled_back = committed == 0
+    result.error = (f"{why}; " + ("the interrupted swap was rolled back, the partition is as before" if committed == 0
+                                  else f"{committed} of {len(result.groups)} segment groups were swapped in, "
+                                       "the rest rolled back"))
 
 def clean_partition(partition_dir, *, config: LogConfig, now_ms: int, broker: BrokerConfig = BrokerConfig(),
                     offset_map: Optional[OffsetMap] = None, dry_run: bool = False,
                     on_step: Optional[StepHook] = None, record_decisions: RecordDecisions = True,
                     io_buffer_size: Optional[int] = None, high_watermark: Optional[int] = None,
-                    force: bool = False, lock: bool = True, update_checkpoint: bool = True) -> PartitionCleanResult:
+                    force: bool = False, lock: bool = True, update_checkpoint: bool = True,
+                    map_budget_bytes: Optional[int] = None, plan: Optional[PartitionPlan] = None
+                    ) -> PartitionCleanResult:
     """Clean one partition folder (one round). Refuses (``LogDirLockedError``) a log dir whose
     ``.lock`` another process holds, and holds that lock while it works. ``offset_map``: a
     precomputed map (the Spark job's); ``force``: clean even when the dirty ratio is too low;
     ``record_decisions``: keep every record's reason (True), none (False), or only those of the
     given offsets (for ``explain`` on a large partition); ``lock=False``: the caller already holds
     the log dir's lock in another process (the Spark job's driver) — no lock check here;
-    ``update_checkpoint=False``: leave ``cleaner-offset-checkpoint`` to the caller, who writes the
-    entries of many partitions at once (``update_cleaner_checkpoints``; concurrent writers of one
-    log dir's checkpoint would lose each other's entries).
-    Problems with the data are reported in ``result.error``; nothing is changed then."""
+    ``update_checkpoint=False``: leave ``cleaner-offset-checkpoint`` to the caller (by default it is
+    updated right after the swap, as the broker does, under a lock that serialises concurrent
+    cleaners of one log dir); ``map_budget_bytes``: the key map's budget (default
+    ``map_budget(broker)``); ``plan``: the partition's plan, when the caller made it already.
+    Problems with the data are reported in ``result.error``; nothing is changed then, and a swap-in
+    that fails midway is finished or rolled back before this returns (``result.outcome``)."""
     partition_dir = Path(partition_dir)
     log_dir = partition_dir.parent
     if not lock:
         return _clean_locked(partition_dir, config=config, now_ms=now_ms, broker=broker, offset_map=offset_map,
                              dry_run=dry_run, on_step=on_step, record_decisions=record_decisions,
                              io_buffer_size=io_buffer_size, high_watermark=high_watermark, force=force,
-                             update_checkpoint=update_checkpoint)
+                             update_checkpoint=update_checkpoint, map_budget_bytes=map_budget_bytes, plan=plan)
     if is_locked(log_dir):
         raise LogDirLockedError("the log dir is locked by a running broker (or another job)",
                                 path=log_dir / ".lock")
     kwargs = dict(config=config, now_ms=now_ms, broker=broker, offset_map=offset_map, dry_run=dry_run,
                   on_step=on_step, record_decisions=record_decisions, io_buffer_size=io_buffer_size,
-                  high_watermark=high_watermark, force=force, update_checkpoint=update_checkpoint)
+                  high_watermark=high_watermark, force=force, update_checkpoint=update_checkpoint,
+                  map_budget_bytes=map_budget_bytes, plan=plan)
     if dry_run:
         return _clean_locked(partition_dir, **kwargs)
     with lock_log_dir(log_dir):

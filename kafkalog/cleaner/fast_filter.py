@@ -1,20 +1,19 @@
-"""The map pass and the recopy pass of a round over decoded windows (``local_log.read_windows``):
-the same decisions, counts, reasons and bytes as ``offset_map.build_offset_map`` and
-``record_filter.filter_batch`` (the reference, kept and tested against), without a Python object
-per record.
+"""The recopy pass of a round over decoded windows (``local_log.read_windows``): the same
+decisions, counts, reasons and bytes as ``record_filter.filter_batch`` (the reference, kept and
+tested against), without a Python object per record.
 
 Per window: the per-batch steps (transaction tracker, ``check_batch_retention``) run in batch order
-in Python; the per-record rules (§7.7) run on numpy columns, with ONE offset-map lookup per record
-that needs it (``dict.get`` for an ``ExactOffsetMap``; ``latest_offset_at(key, offset)`` in
-ascending offset order for a map that has it — the Spark job's cursor); retained batches that lose
-records or get a horizon are re-encoded by the numba writer (``format.records_encode_accel``), or
-by the reference writer when only it gives the exact bytes.
+in Python; the per-record rules (§7.7) run on numpy columns, with ONE lookup per record that needs
+it, in compiled code (``key_walk.KeyVerdicts``: the compiled map, or its hash-slice bitsets), or
+``dict.get`` for a precomputed ``ExactOffsetMap``; retained batches that lose records or get a
+horizon are re-encoded by the numba writer (``format.records_encode_accel``), or by the reference
+writer when only it gives the exact bytes.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import repeat
-from typing import Collection, Iterable, List, Mapping, Optional, Union
+from typing import Collection, List, Mapping, Optional, Union
 
 import numpy as np
 import pyarrow as pa
@@ -22,11 +21,13 @@ import pyarrow as pa
 from ..format import record_batch as rb
 from ..format.compression import decompress
 from ..format.records_encode_accel import rewrite_batch
+from .key_map import NOT_FOUND
+from .key_walk import KeyVerdicts
 from .local_log import SourceWindow
 from .offset_map import ExactOffsetMap, OffsetMap
 from .producer_state import LastRecord
-from .record_filter import (BatchRetention, FilterCounts, FilteredBatch, RecordReason, check_batch_retention,
-                            is_batch_last_record_of_producer)
+from .record_filter import (DELETE_IF_EMPTY, BatchRetention, FilterCounts, FilteredBatch, RecordReason,
+                            check_batch_retention, is_batch_last_record_of_producer)
 from .transaction_metadata import CleanedTransactionMetadata
 
 REASONS = list(RecordReason)
@@ -39,43 +40,12 @@ REMOVED_SUPERSEDED, REMOVED_NULL_KEY, REMOVED_TOMBSTONE_EXPIRED, REMOVED_ABORTED
     _CODE[RecordReason.REMOVED_TOMBSTONE_EXPIRED], _CODE[RecordReason.REMOVED_ABORTED],
     _CODE[RecordReason.REMOVED_MARKER])
 _KEPT_CODES = np.array([r.kept for r in REASONS], dtype=np.bool_)
-_NOT_FOUND = np.iinfo(np.int64).min      # "key not in the map" in the looked-up offsets
+_TXN_OR_CONTROL = rb.TRANSACTIONAL_FLAG_MASK | rb.CONTROL_FLAG_MASK
+_NOT_FOUND = NOT_FOUND                   # "key not in the map" in the looked-up offsets
 
 # Whether retained batches are re-encoded by the numba writer (tests switch it off to run the
 # reference writer on the same decisions).
 USE_ACCEL_WRITER = True
-
-# --- map pass ----------------------------------------------------------------------------------
-
-
-def map_window_entries(win: SourceWindow, tracker: CleanedTransactionMetadata, first_dirty_offset: int):
-    """``offset_map.map_entries`` of one window: (keys, offsets) lists of the records that enter
-    the map, in log order."""
-    nb = len(win.headers)
-    enters = np.zeros(nb, dtype=np.bool_)
-    for b, h in enumerate(win.headers):
-        if h.is_control:
-            tracker.on_control_batch(h.producer_id, h.last_offset, win.control_type(b))
-            continue
-        enters[b] = not tracker.on_data_batch(h.producer_id, h.last_offset, h.is_transactional)
-    rs = win.record_start
-    mask = np.repeat(enters, np.diff(rs)) & win.key_valid & (win.offsets >= first_dirty_offset)
-    if not mask.any():
-        return [], []
-    idx = np.flatnonzero(mask)
-    return win.keys.take(pa.array(idx)).to_pylist(), win.offsets[idx].tolist()
-
-
-def build_offset_map_windows(windows: Iterable[SourceWindow], tracker: CleanedTransactionMetadata, *,
-                             first_dirty_offset: int, upper_bound_offset: int) -> ExactOffsetMap:
-    """``offset_map.build_offset_map`` over windows."""
-    m = ExactOffsetMap(upper_bound_offset)
-    d = m.offsets
-    for win in windows:
-        keys, offsets = map_window_entries(win, tracker, first_dirty_offset)
-        d.update(zip(keys, offsets))
-    return m
-
 
 # --- recopy pass -------------------------------------------------------------------------------
 
@@ -90,13 +60,16 @@ class BatchOutput:
     filtered: Optional[FilteredBatch]      # for the audit, only when reasons are wanted
 
 
-def _lookup(offset_map: OffsetMap, keys: list, offsets: np.ndarray) -> np.ndarray:
-    """One lookup per record: the map's offset for each key, _NOT_FOUND where absent."""
+def _lookup(offset_map: OffsetMap, win: SourceWindow, look: np.ndarray, ordinal_base: int) -> np.ndarray:
+    """One lookup per record ``look`` of the window: the map's offset for its key, _NOT_FOUND where
+    absent."""
+    if isinstance(offset_map, KeyVerdicts):
+        return offset_map.lookup(win.keys, look, look + ordinal_base, win.offsets[look])
+    keys = win.keys.take(pa.array(look)).to_pylist()
     n = len(keys)
     if type(offset_map) is ExactOffsetMap:
         return np.fromiter(map(offset_map.offsets.get, keys, repeat(_NOT_FOUND, n)), dtype=np.int64, count=n)
-    at = getattr(offset_map, "latest_offset_at", None)
-    found = list(map(at, keys, offsets.tolist())) if at is not None else list(map(offset_map.latest_offset, keys))
+    found = list(map(offset_map.latest_offset, keys))
     return np.fromiter((_NOT_FOUND if x is None else x for x in found), dtype=np.int64, count=n)
 
 
@@ -125,8 +98,11 @@ def _rewrite(win: SourceWindow, b: int, kept: np.ndarray, kept_ts: np.ndarray, h
              horizon: Optional[int], max_batch_bytes: int) -> bytes:
     if USE_ACCEL_WRITER:
         pos, size = win.positions[b], win.sizes[b]
+        region = win.records_region(b)
         if h.codec == 0:
             src, start, end = win.buf, pos + rb.RECORDS_OFFSET, pos + size
+        elif region is not None:          # decompressed once, when the window was decoded
+            src, start, end = region
         else:
             payload = decompress(h.codec, memoryview(win.buf)[pos + rb.RECORDS_OFFSET:pos + size], magic=2,
                                  max_bytes=max_batch_bytes)
@@ -146,9 +122,10 @@ def _rewrite(win: SourceWindow, b: int, kept: np.ndarray, kept_ts: np.ndarray, h
 def filter_window(win: SourceWindow, *, tracker: CleanedTransactionMetadata, active: Mapping[int, LastRecord],
                   upper_bound_offset: int, offset_map: OffsetMap, now_ms: int, delete_retention_ms: int,
                   counts: FilterCounts, record_decisions: Union[bool, Collection[int]],
-                  asked: Optional[np.ndarray], max_batch_bytes: int) -> List[BatchOutput]:
+                  asked: Optional[np.ndarray], max_batch_bytes: int, ordinal_base: int = 0) -> List[BatchOutput]:
     """``filter_batch`` for every batch of the window, in order (tracker calls included); adds the
-    audit numbers to ``counts``. ``asked``: sorted offsets whose reasons are wanted (None: all)."""
+    audit numbers to ``counts``. ``asked``: sorted offsets whose reasons are wanted (None: all);
+    ``ordinal_base``: the window's first record's index in the round's recopied range."""
     headers = win.headers
     nb = len(headers)
     rs = win.record_start
@@ -159,6 +136,16 @@ def filter_window(win: SourceWindow, *, tracker: CleanedTransactionMetadata, act
     control = np.empty(nb, dtype=np.bool_)
     horizon_passed = np.zeros(nb, dtype=np.bool_)
     for b, h in enumerate(headers):
+        if not h.attributes & _TXN_OR_CONTROL and h.last_offset + 1 != upper_bound_offset and (
+                h.producer_id == rb.NO_PRODUCER_ID or h.producer_id not in active):
+            # a plain data batch: the tracker has nothing to do (what it consumes up to this offset,
+            # its next transactional or control batch consumes first) and the verdict is constant
+            decisions.append(DELETE_IF_EMPTY)
+            control[b] = False
+            mode[b] = 2
+            horizon = h.delete_horizon_ms
+            horizon_passed[b] = horizon is not None and now_ms >= horizon
+            continue
         if h.is_control:
             can_discard = tracker.on_control_batch(h.producer_id, h.last_offset, win.control_type(b))
         else:
@@ -191,7 +178,7 @@ def filter_window(win: SourceWindow, *, tracker: CleanedTransactionMetadata, act
         look = np.flatnonzero(rest & win.key_valid)
         if len(look):
             off = offsets[look]
-            found = _lookup(offset_map, win.keys.take(pa.array(look)).to_pylist(), off)
+            found = _lookup(offset_map, win, look, ordinal_base)
             has = found != _NOT_FOUND
             tomb = ~win.value_valid[look]
             expired = np.repeat(horizon_passed, per_batch)[look]
@@ -273,4 +260,4 @@ def filter_window(win: SourceWindow, *, tracker: CleanedTransactionMetadata, act
     return out
 
 
-__all__ = ["BatchOutput", "build_offset_map_windows", "filter_window", "map_window_entries"]
+__all__ = ["BatchOutput", "filter_window"]

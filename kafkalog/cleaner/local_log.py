@@ -20,8 +20,9 @@ from typing import Iterable, Iterator, List, Optional, Sequence
 from ..errors import KafkalogError
 from ..format import control_record as cr
 from ..format import record_batch as rb
-from ..format.decoder import PartitionId, decode_window
-from ..format.file_records import MappedFile, ScanResult, resolve_engine, scan_batches
+from ..format.compression import OutputBuffer
+from ..format.decoder import PartitionId, decode_decompressed, decode_window, decompress_batches
+from ..format.file_records import HeaderArrays, MappedFile, ScanResult, resolve_engine, scan_batches
 from ..format.records_reference import RecordRow
 from ..index.offset_index import read_offset_index
 from ..index.time_index import read_time_index
@@ -228,6 +229,16 @@ class SourceWindow:
     keys: object                     # pyarrow binary array
     key_valid: np.ndarray            # bool per record
     value_valid: np.ndarray          # bool per record
+    header_arrays: HeaderArrays = None   # the batches' headers as the segment's scan holds them
+    located: Optional[tuple] = None      # (dbuf, b_src, b_start, b_end): where each batch's records lie,
+                                         # decompressed (accel engine; valid until the next window)
+
+    def records_region(self, b: int):
+        """(array, start, end) of batch ``b``'s (decompressed) records, None when not kept."""
+        if self.located is None:
+            return None
+        dbuf, b_src, b_start, b_end = self.located
+        return (dbuf if b_src[b] else self.buf), int(b_start[b]), int(b_end[b])
 
     def raw(self, b: int) -> bytes:
         pos = self.positions[b]
@@ -269,14 +280,24 @@ def read_windows(segment: LogSegment, *, max_batch_bytes: int, from_position: in
     stop = first + int(legacy[0]) if legacy.size else n
     engine = resolve_engine(engine)
     pid = PartitionId(None, None)
+    out = OutputBuffer(1 << 20)       # the window's decompressed records, kept for the rewrite
     with MappedFile(segment.log_path) as f:
         buf = f.array
         i = first
         while i < stop:
             j = min(stop, i + READ_WINDOW_BATCHES)
-            table, consumed = decode_window(buf, h.slice(i, j), pid, engine=engine, path=segment.log_path,
-                                            verify_crc=False, max_batch_bytes=max_batch_bytes,
-                                            budget=READ_WINDOW_BYTES)
+            located = None
+            if engine == "python":
+                table, consumed = decode_window(buf, h.slice(i, j), pid, engine=engine, path=segment.log_path,
+                                                verify_crc=False, max_batch_bytes=max_batch_bytes,
+                                                budget=READ_WINDOW_BYTES)
+            else:          # decompressed once: decoded from, and rewritten from, the same bytes
+                consumed, b_src, b_start, b_end, dbuf = decompress_batches(
+                    buf, h.slice(i, j), out, path=segment.log_path, max_batch_bytes=max_batch_bytes,
+                    budget=READ_WINDOW_BYTES)
+                table = decode_decompressed(buf, dbuf, h.slice(i, i + consumed), b_src, b_start, b_end,
+                                            path=segment.log_path, max_batch_bytes=max_batch_bytes)
+                located = (dbuf, b_src, b_start, b_end)
             consumed = max(int(consumed), 1)
             positions = h.position[i:i + consumed].tolist()
             sizes = h.size[i:i + consumed].tolist()
@@ -292,7 +313,7 @@ def read_windows(segment: LogSegment, *, max_batch_bytes: int, from_position: in
                                sizes, record_start, table,
                                table.column("offset").to_numpy(zero_copy_only=False).astype(np.int64, copy=False),
                                stamps.to_numpy(zero_copy_only=False).astype(np.int64, copy=False),
-                               keys, _valid(keys), _valid(table.column("value")))
+                               keys, _valid(keys), _valid(table.column("value")), h.slice(i, i + consumed), located)
             i += consumed
         if stop < n:
             raise LegacyFormatError(f"magic {int(h.magic[stop])} message at offset {int(h.baseOffset[stop])}",

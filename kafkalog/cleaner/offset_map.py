@@ -10,13 +10,14 @@ segment read from ``offsetIndex.lookup(firstDirty).position``):
 * every other record with a NON-NULL key and offset >= firstDirty: map[key] = offset (later
   records overwrite earlier ones: the map holds each exact key's LATEST offset).
 
-Deviation: Kafka's map holds at most floor(memory / 24 × 0.9) distinct MD5 digests and a full map
-ends the round early (endOffset in mid-log); this map has no capacity limit and compares keys by
-their exact bytes, so ``end_offset`` (the new cleaner checkpoint) is always the upper bound.
+This dict is the reference engine's map (and the twin the tests compare against). The fast
+engine's map is compiled and bounded by ``log.cleaner.dedupe.buffer.size`` (``key_map``,
+``key_walk``): the same exact keys, and where Kafka's full map ends the round early, hash-slice
+passes clean the whole range, so ``end_offset`` (the new cleaner checkpoint) is always the upper
+bound in both.
 
-The map is an object with ``latest_offset(key) -> int | None`` and ``end_offset``; a Spark job that
-computed the map elsewhere passes ``ExactOffsetMap.from_arrow(keys, offsets, end_offset=…)`` or any
-object with that interface (``OffsetMap``).
+The map is an object with ``latest_offset(key) -> int | None`` and ``end_offset`` (``OffsetMap``);
+a caller that computed the map elsewhere passes ``ExactOffsetMap.from_mapping(mapping, end_offset=…)``.
 """
 from __future__ import annotations
 
@@ -34,11 +35,6 @@ class OffsetMap(Protocol):
 
     def latest_offset(self, key: bytes) -> Optional[int]:
         ...
-
-    # Optional: ``latest_offset_at(key, offset) -> int | None``, the same answer asked for the record
-    # at ``offset``. When a map has it, the record filter calls it instead of ``latest_offset``, in
-    # ascending offset order over one round — so a map may be a cursor over a stream of per-offset
-    # verdicts sorted by offset (the Spark job's) rather than a table of keys.
 
 
 @dataclass
@@ -60,19 +56,6 @@ class ExactOffsetMap:
     @classmethod
     def from_mapping(cls, mapping, *, end_offset: int) -> "ExactOffsetMap":
         return cls(end_offset, {bytes(k): int(v) for k, v in mapping.items()})
-
-    @classmethod
-    def from_arrow(cls, keys, offsets, *, end_offset: int) -> "ExactOffsetMap":
-        """From parallel Arrow (or list) columns of keys and offsets; for a repeated key the largest
-        offset wins, so the rows need not be reduced or ordered first."""
-        to_list = (lambda c: c.to_pylist() if hasattr(c, "to_pylist") else list(c))
-        out: Dict[bytes, int] = {}
-        for k, o in zip(to_list(keys), to_list(offsets)):
-            if k is None:
-                raise ValueError("null keys never enter the offset map")
-            if o > out.get(k, -1):
-                out[k] = o
-        return cls(end_offset, out)
 
 
 def map_entries(batches: Iterable[SourceBatch], tracker: CleanedTransactionMetadata,

@@ -444,10 +444,20 @@ def _lz4(data: bytes, magic: int) -> bytes:
     return b"".join(out)
 
 
+def _zstd_cctx(level: int) -> zstandard.ZstdCompressor:
+    """One compression context per thread and level, reused (zstandard's contexts are not
+    thread-safe; making one per batch cost as much as compressing a 16 KiB batch)."""
+    cache = getattr(_ZSTD_LOCAL, "cctx", None)
+    if cache is None:
+        cache = _ZSTD_LOCAL.cctx = {}
+    cctx = cache.get(level)
+    if cctx is None:
+        cctx = cache[level] = zstandard.ZstdCompressor(level=level, write_content_size=False, write_checksum=False)
+    return cctx
+
+
 def _zstd(data: bytes, level: Optional[int]) -> bytes:
-    c = zstandard.ZstdCompressor(level=ZSTD_LEVEL if level is None else level,
-                                 write_content_size=False, write_checksum=False)
-    obj = c.compressobj()
+    obj = _zstd_cctx(ZSTD_LEVEL if level is None else level).compressobj()
     return obj.compress(data) + obj.flush()
 
 

@@ -336,6 +336,15 @@ _REC_MESSAGES = {
 }
 
 
+def _records_regions(h: HeaderArrays):
+    """(codec, b_src, b_start, b_end) of the batches as they lie in the file, before decompression."""
+    codec = (h.attributes & rb.COMPRESSION_CODEC_MASK).astype(np.int8)
+    b_src = np.zeros(len(h), dtype=np.int8)
+    b_start = h.position + rb.RECORDS_OFFSET
+    b_end = h.position + h.size.astype(np.int64)
+    return codec, b_src, b_start, b_end
+
+
 def decode_accel(buf: np.ndarray, h: HeaderArrays, pid: PartitionId, *, path=None, verify_crc: bool = True,
                  max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES, budget: Optional[int] = None):
     """Decode a prefix of the batches ``h`` whose record data (decompressed) stays within ``budget``
@@ -346,10 +355,7 @@ def decode_accel(buf: np.ndarray, h: HeaderArrays, pid: PartitionId, *, path=Non
     budget = MAX_DECODE_BYTES if budget is None else min(budget, MAX_DECODE_BYTES)
     max_batch_bytes = min(max_batch_bytes, MAX_DECODE_BYTES)
     nb = len(h)
-    codec = (h.attributes & rb.COMPRESSION_CODEC_MASK).astype(np.int8)
-    b_src = np.zeros(nb, dtype=np.int8)
-    b_start = h.position + rb.RECORDS_OFFSET
-    b_end = h.position + h.size.astype(np.int64)
+    codec, b_src, b_start, b_end = _records_regions(h)
     ws = _WORKSPACES.acquire()
     try:
         return _decode_accel(buf, h, pid, ws, nb, codec, b_src, b_start, b_end, path=path, verify_crc=verify_crc,
@@ -360,8 +366,6 @@ def decode_accel(buf: np.ndarray, h: HeaderArrays, pid: PartitionId, *, path=Non
 
 def _decode_accel(buf, h: HeaderArrays, pid: PartitionId, ws: _Workspace, nb: int, codec, b_src, b_start, b_end, *,
                   path, verify_crc, max_batch_bytes, budget):
-    from . import records_accel as acc
-
     dbuf = _EMPTY
     out = ws.out
     nb, at = _decompress_window(buf, h, codec, b_src, b_start, b_end, out, pid, path=path, verify_crc=verify_crc,
@@ -371,6 +375,27 @@ def _decode_accel(buf, h: HeaderArrays, pid: PartitionId, ws: _Workspace, nb: in
         codec, b_src, b_start, b_end = codec[:nb], b_src[:nb], b_start[:nb], b_end[:nb]
     if at:
         dbuf = _readonly(out.array[:at])
+    return _decode_records(buf, dbuf, h, pid, ws, b_src, b_start, b_end, path=path, verify_crc=verify_crc,
+                           max_batch_bytes=max_batch_bytes), nb
+
+
+def decode_decompressed(buf: np.ndarray, dbuf: np.ndarray, h: HeaderArrays, b_src, b_start, b_end, *, path=None,
+                        max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES) -> pa.RecordBatch:
+    """The records of the v2 batches ``h`` whose records regions ``decompress_batches`` located
+    (``buf``/``dbuf``, b_src, b_start, b_end), as a RecordBatch: for a caller that keeps the
+    decompressed bytes (the cleaner rewrites batches from them) and so decompresses once."""
+    ws = _WORKSPACES.acquire()
+    try:
+        return _decode_records(buf, dbuf, h, PartitionId(None, None), ws, b_src, b_start, b_end, path=path,
+                               verify_crc=False, max_batch_bytes=max_batch_bytes)
+    finally:
+        _WORKSPACES.release(ws)
+
+
+def _decode_records(buf, dbuf, h: HeaderArrays, pid: PartitionId, ws: _Workspace, b_src, b_start, b_end, *, path,
+                    verify_crc, max_batch_bytes) -> pa.RecordBatch:
+    from . import records_accel as acc
+
     counts = h.recordsCount.astype(np.int64)
     # A v2 record takes at least MIN_RECORD_SIZE bytes: a larger count is a lie, and believing it
     # would allocate without bound.
@@ -416,7 +441,7 @@ def _decode_accel(buf, h: HeaderArrays, pid: PartitionId, ws: _Workspace, nb: in
     value = _binary(n, val_off, values, val_valid, nulls=val_nulls)
     headers = _headers_accel(buf, dbuf, b_src, counts, hdr_count, hdr_pos, nh, cap, n)
     ts_type, batch_cols = _batch_columns_accel(plan, counts, n, columns[4:])
-    return _assemble(n, pid, key, value, out_offset, out_ts, ts_type, headers, batch_cols, ts_nulls=ts_nulls), nb
+    return _assemble(n, pid, key, value, out_offset, out_ts, ts_type, headers, batch_cols, ts_nulls=ts_nulls)
 
 
 def _flag_column(flags: np.ndarray, counts: np.ndarray, n: int) -> pa.Array:
@@ -530,6 +555,21 @@ def _decompress_window(buf, h: HeaderArrays, codec, b_src, b_start, b_end, out: 
     finally:
         ZSTD_CONTEXTS.release(native, dctx)
     return nb, at
+
+
+def decompress_batches(buf: np.ndarray, h: HeaderArrays, out: OutputBuffer, *, path=None,
+                       max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES, budget: Optional[int] = None):
+    """The records regions of (a prefix of) the v2 batches ``h`` of ``buf``, decompressed where
+    compressed into ``out``, up to ``budget`` bytes of records (at least one batch): what the
+    record walks read. Returns (batches consumed, b_src, b_start, b_end, dbuf): batch b's records
+    lie in ``buf`` (b_src 0) or ``dbuf`` (1) at [b_start, b_end); both arrays are read-only views."""
+    budget = MAX_DECODE_BYTES if budget is None else min(budget, MAX_DECODE_BYTES)
+    max_batch_bytes = min(max_batch_bytes, MAX_DECODE_BYTES)
+    codec, b_src, b_start, b_end = _records_regions(h)
+    nb, at = _decompress_window(buf, h, codec, b_src, b_start, b_end, out, PartitionId(None, None), path=path,
+                                verify_crc=False, max_batch_bytes=max_batch_bytes, budget=budget)
+    dbuf = _readonly(out.array[:at]) if at else _EMPTY
+    return nb, b_src[:nb], b_start[:nb], b_end[:nb], dbuf
 
 
 def _headers_accel(buf, dbuf, b_src, counts, hdr_count, hdr_pos, nh: int, cap: int, n: int) -> pa.Array:

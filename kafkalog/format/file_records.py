@@ -76,6 +76,9 @@ class HeaderArrays:
     def slice(self, start: int, stop: int) -> "HeaderArrays":
         return HeaderArrays(*(getattr(self, f)[start:stop] for f in _FIELDS))
 
+    def take(self, index) -> "HeaderArrays":
+        return HeaderArrays(*(getattr(self, f)[index] for f in _FIELDS))
+
     @staticmethod
     def concat(parts) -> "HeaderArrays":
         parts = list(parts)

@@ -81,6 +81,11 @@ def crc32c(data) -> int:
     return _crc32c.crc32c(data)
 
 
+def crc32c_update(data, crc: int = 0) -> int:
+    """CRC-32C of ``data`` continued from ``crc`` (the CRC of what came before)."""
+    return _crc32c.crc32c(data, crc)
+
+
 @dataclass(frozen=True)
 class BatchHeader:
     """The 61 header bytes of a v2 batch, decoded."""

@@ -187,6 +187,11 @@ def _varlong(buf, p, end):
     return _zigzag(buf, p, end, 10, np.uint64(0xFFFFFFFFFFFFFFFF))
 
 
+# Public names of the varint readers for other kernels (the cleaner's key walk) to inline.
+read_varint = _varint
+read_varlong = _varlong
+
+
 @njit(cache=_CACHE, nogil=True)
 def decode_v2_kernel(buf, dbuf, b_src, b_start, b_end, b_count, b_base_offset, b_base_ts, b_max_ts,
                      b_log_append, out_offset, out_ts, key_off, key_data, key_valid, val_off, val_data,

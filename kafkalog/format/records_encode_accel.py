@@ -12,6 +12,7 @@ header and CRC are built as ``encode_batch`` builds them; tests compare both wri
 """
 from __future__ import annotations
 
+import functools
 import os
 from typing import Optional
 
@@ -164,6 +165,28 @@ def rewrite_records_kernel(src, start, end, count, keep, ts_delta, out, out_star
     return ENC_OK, q
 
 
+@njit(cache=_CACHE, nogil=True)
+def timestamp_deltas_kernel(ts, base, deltas):
+    """deltas = ts - base; returns (overflowed, max of ts) — an int64 overflow makes the reference
+    writer raise, so the caller defers to it."""
+    top = ts[0]
+    for i in range(ts.shape[0]):
+        t = ts[i]
+        d = t - base
+        if ((t ^ base) & (t ^ d)) < 0:
+            return True, top
+        deltas[i] = d
+        if t > top:
+            top = t
+    return False, top
+
+
+@functools.lru_cache(maxsize=256)
+def _attributes(codec: int, timestamp_type: int, transactional: bool, control: bool, horizon: bool) -> int:
+    return rb.compute_attributes(codec=codec, timestamp_type=timestamp_type, transactional=transactional,
+                                 control=control, delete_horizon=horizon)
+
+
 def _fits_int64(*values) -> bool:
     return all(_INT64_MIN <= v <= _INT64_MAX for v in values)
 
@@ -186,34 +209,27 @@ def rewrite_batch(src: np.ndarray, start: int, end: int, count: int, keep: np.nd
     base_ts = delete_horizon_ms if delete_horizon_ms is not None else int(ts[0])
     if not _fits_int64(base_ts) or (max_timestamp is not None and not _fits_int64(max_timestamp)):
         return None
-    base = np.int64(base_ts)
-    with np.errstate(over="ignore"):
-        deltas = ts - base
-    if (((ts ^ base) & (ts ^ deltas)) < 0).any():       # int64 overflow: the reference raises
+    deltas = np.empty(nk, np.int64)
+    overflow, top = timestamp_deltas_kernel(ts, np.int64(base_ts), deltas)
+    if overflow:                                        # int64 overflow: the reference raises
         return None
-    max_ts = int(ts.max()) if max_timestamp is None else max_timestamp
+    max_ts = int(top) if max_timestamp is None else max_timestamp
     cap = rb.RECORD_BATCH_OVERHEAD + (end - start) + 16 * nk
     out = np.empty(cap, dtype=np.uint8)
     status, q = rewrite_records_kernel(src, start, end, count, keep.view(np.uint8) if keep.dtype == np.bool_ else keep,
                                        deltas, out, rb.RECORDS_OFFSET)
     if status != ENC_OK:
         return None
-    attributes = rb.compute_attributes(codec=codec, timestamp_type=timestamp_type, transactional=transactional,
-                                       control=control, delete_horizon=delete_horizon_ms is not None)
-    if codec == 0:
-        frame = out[:q]
-        size = q
-    else:
-        payload = compress(codec, out[rb.RECORDS_OFFSET:q].tobytes(), magic=rb.MAGIC_VALUE_V2, level=None)
-        size = rb.RECORD_BATCH_OVERHEAD + len(payload)
-        frame = np.empty(size, dtype=np.uint8)
-        frame[rb.RECORDS_OFFSET:] = np.frombuffer(payload, dtype=np.uint8)
-    rb.HEADER.pack_into(frame, 0, base_offset, size - rb.LOG_OVERHEAD, partition_leader_epoch, rb.MAGIC_VALUE_V2, 0,
-                        attributes, last_offset_delta, base_ts, max_ts, producer_id, producer_epoch, base_sequence,
-                        nk)
-    crc = rb.crc32c(memoryview(frame)[rb.ATTRIBUTES_OFFSET:])
-    rb._CRC_FIELD.pack_into(frame, rb.CRC_OFFSET, crc)
-    return frame.tobytes()
+    attributes = _attributes(codec, timestamp_type, bool(transactional), bool(control), delete_horizon_ms is not None)
+    records = memoryview(out)[rb.RECORDS_OFFSET:q]
+    payload = records if codec == 0 else compress(codec, records, magic=rb.MAGIC_VALUE_V2, level=None)
+    header = bytearray(rb.RECORDS_OFFSET)
+    rb.HEADER.pack_into(header, 0, base_offset, rb.RECORD_BATCH_OVERHEAD + len(payload) - rb.LOG_OVERHEAD,
+                        partition_leader_epoch, rb.MAGIC_VALUE_V2, 0, attributes, last_offset_delta, base_ts, max_ts,
+                        producer_id, producer_epoch, base_sequence, nk)
+    crc = rb.crc32c_update(payload, rb.crc32c(memoryview(header)[rb.ATTRIBUTES_OFFSET:]))
+    rb._CRC_FIELD.pack_into(header, rb.CRC_OFFSET, crc)
+    return bytes(header) + bytes(payload)
 
 
 __all__ = ["ENC_FALLBACK", "ENC_MALFORMED", "ENC_OK", "rewrite_batch", "rewrite_records_kernel"]

@@ -1,0 +1,434 @@
+"""The cleaner's key -> latest offset map, compiled and bounded (``SkimpyOffsetMap``, spec §7.3-7.4),
+and the key-only record walk that fills it or marks superseded records, over the decoder's buffers.
+
+Exact where Kafka is not: Kafka keeps a 16-byte MD5 per key and accepts that two keys whose digests
+collide are one key; here a slot holds the key's bytes (in an arena) and a probe compares them byte
+for byte, so a record is only ever superseded by a later record with the identical key.
+
+Layout (``SLOT_BYTES`` = 24 per slot, as a Kafka entry is 24 bytes: digest + offset), one slot's
+fields side by side so that a probe touches one cache line::
+
+    slots   int64[3 x capacity]  per slot: meta = (low 32 bits of the key hash) << 32 | (key length + 1),
+                                 0 when free; where the key's bytes start in ``arena``; its latest offset
+    arena   uint8[...]           the keys' bytes, appended
+    state   int64[3]             keys held, arena bytes used, most keys allowed (capacity x load factor)
+
+Slot of a key: fastrange(low 32 bits of its hash, capacity), then linear probing; the stored hash
+and length are compared before the bytes. The budget (``log.cleaner.dedupe.buffer.size`` /
+concurrent cleaners) is split in two halves, slots and arena; the map is full when either is. The
+slots start small (``INITIAL_CAPACITY``) and double, rehashed from the stored hashes, while the
+budget's half allows: a map sized to its keys stays in cache where a budget-sized one would not.
+
+Hash slices: when the dirty range holds more distinct keys than fit, pass s of n keeps only the
+keys whose hash's high 32 bits fall in slice s (fastrange(high 32 bits, n)) and marks, in two
+bitsets over the records of the recopied range (one bit per record each), which records a later
+record of the same key supersedes and which records' keys are in the map. Kafka's cleaner stops
+the round where its map fills and leaves the rest for the next round; these passes clean the whole
+range in one round.
+
+The walk (``walk_keys_kernel``) reads each record's length, offset delta and key (attributes,
+timestamp, value and headers are skipped by length): no value is copied. Kernels live at module
+level so numba's on-disk cache serves new processes.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+from numba import njit
+
+from ..format.records_accel import copy_bytes, read_varint, read_varlong
+
+_CACHE = os.path.isfile(__file__)
+
+SLOT_BYTES = 24
+SLOT_WORDS = 3
+EMPTY_SLOT = 0                           # a free slot's meta word
+NOT_FOUND = np.iinfo(np.int64).min       # what a lookup answers for a key not in the map
+MIN_CAPACITY = 16
+INITIAL_CAPACITY = 1 << 16               # slots a map starts with (1.5 MiB), doubled as keys come
+MIN_BUDGET = MIN_CAPACITY * SLOT_BYTES * 2     # the smallest map: 16 slots and as many arena bytes
+
+# walk modes
+WALK_INSERT = 0     # map[key] = offset for the batches flagged, records at or past ``lo_offset``
+WALK_MARK = 1       # set the bits of the flagged batches' records below ``hi_offset``
+WALK_COUNT = 2      # count the distinct keys at or past ``lo_offset`` (HyperLogLog registers)
+
+HLL_BITS = 14                            # 16,384 one-byte registers: ~0.8% standard error
+HLL_REGISTERS = 1 << HLL_BITS
+
+# walk statuses
+WALK_OK = 0
+WALK_FULL = 1       # the map is full (at its current size): batch, record and byte position say where
+WALK_MALFORMED = 2  # a record does not walk (the decoder would refuse it and name the error)
+
+# state slots
+_KEYS, _ARENA_USED, _MAX_KEYS = 0, 1, 2
+
+_M1 = np.uint64(0x9E3779B97F4A7C15)
+_M2 = np.uint64(0xBF58476D1CE4E5B9)
+_M3 = np.uint64(0x94D049BB133111EB)
+
+
+# --- hashing -------------------------------------------------------------------------------
+
+@njit(cache=_CACHE, inline="always")
+def _mix(x):
+    """splitmix64's finaliser."""
+    x = (x ^ (x >> np.uint64(30))) * _M2
+    x = (x ^ (x >> np.uint64(27))) * _M3
+    return x ^ (x >> np.uint64(31))
+
+
+@njit(cache=_CACHE, inline="always")
+def key_hash(src, p, n, weak):
+    """64-bit hash of ``src[p:p+n]``. ``weak``: low 32 bits the length only, high 32 bits the first
+    byte (tests: every key of one length collides into one slot chain, so only the byte comparison
+    tells keys apart; slices still split keys by their first byte)."""
+    if weak:
+        first = np.uint64(src[p]) if n > 0 else np.uint64(0)
+        return (first * np.uint64(0x01010101) << np.uint64(32)) | np.uint64(n)
+    h = _M1 ^ (np.uint64(n) * _M3)
+    i = 0
+    while i + 8 <= n:
+        q = p + i
+        w = (np.uint64(src[q]) | (np.uint64(src[q + 1]) << np.uint64(8)) | (np.uint64(src[q + 2]) << np.uint64(16))
+             | (np.uint64(src[q + 3]) << np.uint64(24)) | (np.uint64(src[q + 4]) << np.uint64(32))
+             | (np.uint64(src[q + 5]) << np.uint64(40)) | (np.uint64(src[q + 6]) << np.uint64(48))
+             | (np.uint64(src[q + 7]) << np.uint64(56)))
+        h = _mix(h ^ w) + _M1
+        i += 8
+    if i < n:
+        w = np.uint64(0)
+        s = np.uint64(0)
+        while i < n:
+            w |= np.uint64(src[p + i]) << s
+            s += np.uint64(8)
+            i += 1
+        h = _mix(h ^ w) + _M1
+    return _mix(h)
+
+
+@njit(cache=_CACHE, inline="always")
+def _fastrange(x32, n):
+    return np.int64((np.uint64(x32) * np.uint64(n)) >> np.uint64(32))
+
+
+@njit(cache=_CACHE, inline="always")
+def slice_of(h, n_slices):
+    return _fastrange(h >> np.uint64(32), n_slices)
+
+
+# --- the map -------------------------------------------------------------------------------
+
+@njit(cache=_CACHE, inline="always")
+def _same_key(arena, a, src, p, n):
+    for j in range(n):
+        if arena[a + j] != src[p + j]:
+            return False
+    return True
+
+
+@njit(cache=_CACHE, inline="always")
+def _meta(h, n):
+    return np.int64(((h & np.uint64(0xFFFFFFFF)) << np.uint64(32)) | np.uint64(n + 1))
+
+
+@njit(cache=_CACHE, inline="always")
+def _find_slot(slots, arena, src, p, n, h):
+    """The key's slot (index of its first word), or the free slot where it would go (meta 0)."""
+    cap = slots.shape[0] // SLOT_WORDS
+    meta = _meta(h, n)
+    i = _fastrange(np.uint32(h & np.uint64(0xFFFFFFFF)), cap)
+    while True:
+        w = i * SLOT_WORDS
+        m = slots[w]
+        if m == EMPTY_SLOT:
+            return w
+        if m == meta and _same_key(arena, slots[w + 1], src, p, n):
+            return w
+        i += 1
+        if i == cap:
+            i = 0
+
+
+@njit(cache=_CACHE, inline="always")
+def map_put(slots, arena, state, src, p, n, h, offset):
+    """map[key] = offset (a later put of the same key replaces it, as the walk is in log order).
+    Returns False, changing nothing, when a new key does not fit."""
+    w = _find_slot(slots, arena, src, p, n, h)
+    if slots[w] != EMPTY_SLOT:
+        slots[w + 2] = offset
+        return True
+    used = state[_ARENA_USED]
+    if state[_KEYS] >= state[_MAX_KEYS] or used + n > arena.shape[0]:
+        return False
+    copy_bytes(arena, used, src, p, n)
+    slots[w] = _meta(h, n)
+    slots[w + 1] = used
+    slots[w + 2] = offset
+    state[_KEYS] += 1
+    state[_ARENA_USED] = used + n
+    return True
+
+
+@njit(cache=_CACHE, inline="always")
+def map_get(slots, arena, src, p, n, h):
+    w = _find_slot(slots, arena, src, p, n, h)
+    if slots[w] == EMPTY_SLOT:
+        return NOT_FOUND
+    return slots[w + 2]
+
+
+@njit(cache=_CACHE, nogil=True)
+def lookup_kernel(key_offsets, key_data, index, weak, slots, arena, out):
+    """out[j] = map[key of record index[j]] (NOT_FOUND when absent), the keys given as an Arrow
+    binary column's offsets and data."""
+    for j in range(index.shape[0]):
+        r = index[j]
+        p = np.int64(key_offsets[r])
+        n = np.int64(key_offsets[r + 1]) - p
+        h = key_hash(key_data, p, n, weak)
+        out[j] = map_get(slots, arena, key_data, p, n, h)
+
+
+@njit(cache=_CACHE, nogil=True)
+def grow_kernel(old, new):
+    """Rehash every key of ``old`` slots into the larger ``new`` ones (from the stored hash)."""
+    cap = new.shape[0] // SLOT_WORDS
+    for w in range(0, old.shape[0], SLOT_WORDS):
+        m = old[w]
+        if m == EMPTY_SLOT:
+            continue
+        i = _fastrange(np.uint32(np.uint64(m) >> np.uint64(32)), cap)
+        while new[i * SLOT_WORDS] != EMPTY_SLOT:
+            i += 1
+            if i == cap:
+                i = 0
+        new[i * SLOT_WORDS] = m
+        new[i * SLOT_WORDS + 1] = old[w + 1]
+        new[i * SLOT_WORDS + 2] = old[w + 2]
+
+
+@njit(cache=_CACHE, nogil=True)
+def clear_kernel(slots, state):
+    for w in range(0, slots.shape[0], SLOT_WORDS):
+        slots[w] = EMPTY_SLOT
+    state[_KEYS] = 0
+    state[_ARENA_USED] = 0
+
+
+# --- the walk ------------------------------------------------------------------------------
+
+@njit(cache=_CACHE, nogil=True)
+def walk_keys_kernel(mode, buf, dbuf, b_src, b_start, b_end, b_count, b_base_offset, b_flag, b_ordinal,
+                     lo_offset, hi_offset, weak, n_slices, slice_index, slots, arena, state, found_bits,
+                     superseded_bits, from_b, from_k, from_p):
+    """Walk the records of the flagged batches (b_flag[b] != 0); batch b's records lie in ``buf``
+    (b_src 0) or ``dbuf`` (1) at [b_start, b_end). Keys in another hash slice are passed over.
+
+    WALK_INSERT: every non-null key with offset >= lo_offset goes into the map.
+    WALK_COUNT: every non-null key with offset >= lo_offset updates the HyperLogLog registers,
+    which ``hll_estimate`` turns into a distinct-key count (``found_bits``: the registers).
+    WALK_MARK: every non-null key with offset < hi_offset is looked up; when the map holds it, the
+    record's bit (b_ordinal[b] + its index in the batch) is set in ``found_bits``, and in
+    ``superseded_bits`` too when the map's offset is greater than the record's.
+
+    The walk starts at record ``from_k`` (at byte ``from_p``) of batch ``from_b`` (0, 0, -1: the
+    start), so that a walk stopped by WALK_FULL resumes where it stopped once the map has grown.
+    Returns (status, batch, record in it, its byte position, records put or counted)."""
+    walked = 0
+    for b in range(from_b, b_start.shape[0]):
+        if b_flag[b] == 0:
+            continue
+        src = buf if b_src[b] == 0 else dbuf
+        p = b_start[b]
+        first = 0
+        if b == from_b and from_p >= 0:
+            p = from_p
+            first = from_k
+        end = b_end[b]
+        base = b_base_offset[b]
+        for k in range(first, b_count[b]):
+            rec = p
+            length, p = read_varint(src, p, end)
+            if p < 0 or length <= 0 or p + length > end:
+                return WALK_MALFORMED, b, k, rec, walked
+            rend = p + length
+            _ts, c = read_varlong(src, p + 1, rend)            # attributes, timestampDelta
+            if c < 0:
+                return WALK_MALFORMED, b, k, rec, walked
+            od, c = read_varint(src, c, rend)
+            if c < 0:
+                return WALK_MALFORMED, b, k, rec, walked
+            klen, c = read_varint(src, c, rend)
+            if c < 0 or c + klen > rend:
+                return WALK_MALFORMED, b, k, rec, walked
+            p = rend
+            if klen < 0:                                        # null key: never in the map
+                continue
+            offset = base + od
+            if mode == WALK_MARK:
+                if offset >= hi_offset:
+                    continue
+            elif offset < lo_offset:
+                continue
+            h = key_hash(src, c, klen, weak)
+            if mode == WALK_COUNT:
+                j = np.int64(h >> np.uint64(64 - HLL_BITS))
+                w = h << np.uint64(HLL_BITS)
+                rank = 1
+                while rank <= 64 - HLL_BITS and (w & np.uint64(0x8000000000000000)) == np.uint64(0):
+                    w <<= np.uint64(1)
+                    rank += 1
+                if rank > found_bits[j]:
+                    found_bits[j] = np.uint8(rank)
+                walked += 1
+                continue
+            if n_slices > 1 and slice_of(h, n_slices) != slice_index:
+                continue
+            if mode == WALK_INSERT:
+                if not map_put(slots, arena, state, src, c, klen, h, offset):
+                    return WALK_FULL, b, k, rec, walked
+                walked += 1
+            else:
+                latest = map_get(slots, arena, src, c, klen, h)
+                if latest != NOT_FOUND:
+                    bit = b_ordinal[b] + k
+                    found_bits[bit >> 3] |= np.uint8(1 << (bit & 7))
+                    if offset < latest:
+                        superseded_bits[bit >> 3] |= np.uint8(1 << (bit & 7))
+        if p != end:
+            return WALK_MALFORMED, b, b_count[b], p, walked
+    return WALK_OK, -1, 0, 0, walked
+
+
+@njit(cache=_CACHE, nogil=True)
+def bits_kernel(found_bits, superseded_bits, ordinals, offsets, out):
+    """The answer of a lookup from the bitsets, as ``lookup_kernel`` gives it from the map, for the
+    records at ``ordinals`` (with their ``offsets``): NOT_FOUND, the record's own offset (it is the
+    latest of its key) or offset + 1 (a later record supersedes it)."""
+    for j in range(ordinals.shape[0]):
+        bit = ordinals[j]
+        byte, mask = bit >> 3, np.uint8(1 << (bit & 7))
+        if superseded_bits[byte] & mask:
+            out[j] = offsets[j] + 1
+        elif found_bits[byte] & mask:
+            out[j] = offsets[j]
+        else:
+            out[j] = NOT_FOUND
+
+
+# --- Python side ---------------------------------------------------------------------------
+
+def hll_estimate(registers: np.ndarray) -> float:
+    """HyperLogLog's distinct count from its registers, with the small-range correction."""
+    m = float(len(registers))
+    alpha = 0.7213 / (1 + 1.079 / m)
+    e = alpha * m * m / float(np.sum(np.ldexp(1.0, -registers.astype(np.int64))))
+    zeros = int(np.count_nonzero(registers == 0))
+    if e <= 2.5 * m and zeros:
+        return m * np.log(m / zeros)
+    return e
+
+
+def dedupe_budget(dedupe_buffer_size: int, concurrent_cleaners: int) -> int:
+    """The bytes one cleaner's map may take: ``log.cleaner.dedupe.buffer.size`` split evenly across
+    the cleaners that run at once (a broker's ``log.cleaner.threads``; a Spark job's task slots)."""
+    return max(int(dedupe_buffer_size) // max(int(concurrent_cleaners), 1), MIN_BUDGET)
+
+
+@dataclass
+class KeyMapStats:
+    """What the report says of one partition's map."""
+
+    passes: int = 0
+    keys: int = 0                 # distinct keys of the dirty range
+    budget: int = 0               # bytes the map may take
+    bytes: int = 0                # bytes the map took (slots + arena)
+    capacity: int = 0             # slots
+    max_keys: int = 0             # keys one pass holds at most (capacity x load factor)
+
+    def as_dict(self) -> dict:
+        return dict(passes=self.passes, keys=self.keys, budget=self.budget, bytes=self.bytes)
+
+
+class KeyMap:
+    """The flat arrays of one map, allocated once within ``budget`` bytes and reused by every
+    pass (``clear``). ``max_records``: the most keys it can be asked to hold (the dirty range's
+    records), which bounds its slots below the budget's."""
+
+    def __init__(self, budget: int, load_factor: float, *, weak_hash: bool = False,
+                 max_records: Optional[int] = None):
+        if not 0 < load_factor <= 1:
+            raise ValueError(f"load factor {load_factor} is not in (0, 1]")
+        budget = max(int(budget), MIN_BUDGET)
+        limit = budget // 2 // SLOT_BYTES
+        if max_records is not None:
+            limit = max(min(limit, int(max_records / load_factor) + 2), MIN_CAPACITY)
+        self.budget = budget
+        self.load_factor = load_factor
+        self.weak_hash = weak_hash
+        self.limit = limit                                         # the most slots it may grow to
+        self.slots = np.zeros(min(limit, INITIAL_CAPACITY) * SLOT_WORDS, np.int64)
+        self.arena = np.empty(budget - limit * SLOT_BYTES, np.uint8)   # pages touched only when used
+        self.state = np.array([0, 0, self._max_keys(self.capacity)], np.int64)
+
+    def _max_keys(self, capacity: int) -> int:
+        return min(int(capacity * self.load_factor), capacity - 1)
+
+    def grow(self) -> bool:
+        """Double the slots (up to the limit), rehashing the keys held. False when at the limit or
+        when the arena, not the slots, is what is full."""
+        if self.capacity >= self.limit or len(self) < self.state[_MAX_KEYS]:
+            return False
+        new = np.zeros(min(self.limit, self.capacity * 2) * SLOT_WORDS, np.int64)
+        grow_kernel(self.slots, new)
+        self.slots = new
+        self.state[_MAX_KEYS] = self._max_keys(self.capacity)
+        return True
+
+    @property
+    def capacity(self) -> int:
+        return len(self.slots) // SLOT_WORDS
+
+    @property
+    def max_keys(self) -> int:
+        """Keys the map holds at most once grown to its limit."""
+        return self._max_keys(self.limit)
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes the map holds: its slots and the arena bytes used so far."""
+        return self.capacity * SLOT_BYTES + int(self.state[_ARENA_USED])
+
+    @property
+    def reserved_bytes(self) -> int:
+        """The bytes it may take (slots grown to the limit and the whole arena): at most the budget."""
+        return self.limit * SLOT_BYTES + len(self.arena)
+
+    def __len__(self) -> int:
+        return int(self.state[_KEYS])
+
+    def clear(self) -> None:
+        clear_kernel(self.slots, self.state)
+
+    def arrays(self):
+        return self.slots, self.arena
+
+    def lookup(self, keys, index: np.ndarray) -> np.ndarray:
+        """map[key] for the records ``index`` of an Arrow binary column ``keys`` (non-null there);
+        NOT_FOUND where absent."""
+        _validity, key_offsets, key_data = keys.buffers()
+        offs = np.frombuffer(key_offsets, dtype=np.int32)[keys.offset:keys.offset + len(keys) + 1]
+        data = np.frombuffer(key_data, dtype=np.uint8) if key_data is not None and key_data.size else \
+            np.zeros(1, np.uint8)
+        out = np.empty(len(index), np.int64)
+        lookup_kernel(offs, data, index.astype(np.int64, copy=False), self.weak_hash, *self.arrays(), out)
+        return out
+
+
+__all__ = ["EMPTY_SLOT", "KeyMap", "KeyMapStats", "NOT_FOUND", "SLOT_BYTES", "WALK_FULL", "WALK_INSERT", "WALK_MALFORMED",
+           "WALK_COUNT", "WALK_MARK", "WALK_OK", "grow_kernel", "bits_kernel", "dedupe_budget", "hll_estimate", "key_hash", "lookup_kernel", "walk_keys_kernel"]
