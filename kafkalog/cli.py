@@ -106,6 +106,11 @@ def _add_dump(subparsers) -> None:
                    help="with --print-data-log, print only '| key: … payload: …' per record")
     p.add_argument("--json", action="store_true",
                    help="one JSON object per line instead of Kafka's text (schema: kafkalog.dump docstring)")
+    decoders = p.add_mutually_exclusive_group()
+    decoders.add_argument("--offsets-decoder", action="store_true",
+                          help="decode records as __consumer_offsets records (implies --print-data-log)")
+    decoders.add_argument("--transaction-log-decoder", action="store_true",
+                          help="decode records as __transaction_state records (implies --print-data-log)")
     p.set_defaults(handler=_run_dump)
 
 
@@ -127,7 +132,7 @@ def _check_dump_files(files: Sequence[str]) -> None:
 
 
 def _run_dump(args) -> int:
-    from .dump import DEFAULT_MAX_MESSAGE_SIZE, STDOUT, DumpOptions, Dumper
+    from .dump import DEFAULT_MAX_MESSAGE_SIZE, OFFSETS_DECODER, STDOUT, TRANSACTION_LOG_DECODER, DumpOptions, Dumper
 
     _check_dump_files(args.files)
 
@@ -136,7 +141,8 @@ def _run_dump(args) -> int:
         verify_index_only=args.verify_index_only, index_sanity_check=args.index_sanity_check,
         max_bytes=args.max_bytes,
         max_message_size=DEFAULT_MAX_MESSAGE_SIZE if args.max_message_size is None else args.max_message_size,
-        skip_record_metadata=args.skip_record_metadata, json=args.json)
+        skip_record_metadata=args.skip_record_metadata, json=args.json,
+        decoder=OFFSETS_DECODER if args.offsets_decoder else TRANSACTION_LOG_DECODER if args.transaction_log_decoder else None)
     dumper = Dumper(options, prog=f"{PROG} dump")
     for line in dumper.dump_files(args.files):
         if line.stream == STDOUT:
@@ -160,6 +166,8 @@ def _add_demo(subparsers) -> None:
     p.add_argument("--compression", choices=CODECS, default="none", help="codec of the batches (default: none)")
     p.add_argument("--seed", type=int, default=1, help="random seed (default: 1)")
     p.add_argument("--topic", default="demo-orders", type=_topic_name, help="the topic's name (default: demo-orders)")
+    p.add_argument("--consumer-groups", type=_non_negative_int, default=0, metavar="N",
+                   help="also write __consumer_offsets with N consumer groups' commits on the topic (default: 0)")
     p.set_defaults(handler=_run_demo)
 
 
@@ -468,7 +476,38 @@ def check_log_dir(log_dir: str) -> None:
 
 # --- main -------------------------------------------------------------------------------------
 
-SUBCOMMANDS: Sequence[Callable] = (_add_dump, _add_demo, _add_offsets, _add_fetch, _add_recover)
+def _add_lag(subparsers) -> None:
+    from .coordinator import lag_command
+
+    p = subparsers.add_parser(
+        "lag", help="consumer groups' committed offsets and lag, from __consumer_offsets in the log dirs",
+        description="For every consumer group (or those named), topic and partition: the last committed offset "
+                    "as the group coordinator loads it from __consumer_offsets (latest record per key, tombstones "
+                    "delete, transactional commits once committed), the partition's high watermark from the same "
+                    "log dirs and the lag, as kafka-consumer-groups.sh --describe shows them. A partition not in "
+                    "the log dirs is 'unknown', not 0; commits Kafka's offset expiry would remove are marked.")
+    p.add_argument("--log-dirs", required=True, type=_file_list, metavar="DIR[,DIR...]",
+                   help="REQUIRED: the brokers' log dirs, comma-separated")
+    p.add_argument("--now-ms", type=_time_spec, default=None, metavar="TIME",
+                   help="'now' for the expiry column: epoch ms or ISO-8601 (default: the wall clock)")
+    lag_command.add_arguments(p)
+    p.set_defaults(handler=_run_lag)
+
+
+def _run_lag(args) -> int:
+    from .coordinator import lag_command
+
+    for log_dir in args.log_dirs:
+        check_log_dir(log_dir)
+    for pattern in args.group_pattern or ():
+        try:
+            re.compile(pattern)
+        except re.error as e:
+            raise UsageError(f"--group-pattern {pattern!r} is not a regular expression ({e})") from None
+    return lag_command.run(args)
+
+
+SUBCOMMANDS: Sequence[Callable] = (_add_dump, _add_demo, _add_offsets, _add_fetch, _add_recover, _add_lag)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -44,7 +44,7 @@ def _partition_records(rnd: random.Random, first_offset: int, n: int, keys: int)
 
 
 def generate_demo_log_dir(out, *, partitions: int = 3, records: int = 20_000, compression: str = "none",
-                          seed: int = 1, topic: str = DEMO_TOPIC) -> List[Path]:
+                          seed: int = 1, topic: str = DEMO_TOPIC, consumer_groups: int = 0) -> List[Path]:
     """Write a new log dir at ``out`` (created, or an existing empty folder); returns the .log files
     written. Anything already there is refused (UsageError) before a byte is written: a log dir's
     meta.properties and checkpoints would be overwritten."""
@@ -65,6 +65,11 @@ def generate_demo_log_dir(out, *, partitions: int = 3, records: int = 20_000, co
             0, checkpoint.format_kafka_uuid(uuid.UUID(int=rnd.getrandbits(128)).bytes)))
         recovery[(topic, p)] = records
         hw[(topic, p)] = records
+    if consumer_groups:
+        from .coordinator.demo_groups import write_consumer_offsets
+        for (t, p), end in write_consumer_offsets(out, topic=topic, partitions=partitions, records=records,
+                                                  groups=consumer_groups, rnd=rnd).items():
+            recovery[(t, p)] = hw[(t, p)] = end
     checkpoint.write_offset_checkpoint(out / checkpoint.RECOVERY_POINT_CHECKPOINT, recovery)
     checkpoint.write_offset_checkpoint(out / checkpoint.REPLICATION_OFFSET_CHECKPOINT, hw)
     checkpoint.write_offset_checkpoint(out / checkpoint.LOG_START_OFFSET_CHECKPOINT, {})
@@ -99,10 +104,13 @@ def prepare_new_dir(out: Path, *, what: str) -> None:
 
 def main(args: argparse.Namespace) -> int:
     topic = getattr(args, "topic", DEMO_TOPIC)
+    groups = getattr(args, "consumer_groups", 0)
     logs = generate_demo_log_dir(args.out, partitions=args.partitions, records=args.records,
-                                 compression=args.compression, seed=args.seed, topic=topic)
+                                 compression=args.compression, seed=args.seed, topic=topic, consumer_groups=groups)
     total = sum(p.stat().st_size for p in logs)
     print(f"Wrote {len(logs)} segments ({total:,} bytes) in {args.partitions} partitions of {topic} under "
           f"{args.out}")
     print(f"Next: kafkalog dump --files {logs[0]} --deep-iteration | head -n 5")
+    if groups:
+        print(f"Consumer groups: {groups} in __consumer_offsets; next: kafkalog lag --log-dirs {args.out}")
     return 0

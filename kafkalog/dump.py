@@ -68,7 +68,10 @@ still go to stderr as text and into the file's summary. Every object has ``type`
     (the decoded message as Kafka's JSON converters name it). With ``--print-data-log`` (also for
     control records): ``key_b64``, ``value_b64`` (base64, null for null), ``key``, ``value`` (the
     bytes as text when they are valid UTF-8, else null) and ``headers`` (list of
-    ``{"key": str, "value_b64": str|null}``).
+    ``{"key": str, "value_b64": str|null}``). With ``--offsets-decoder`` / ``--transaction-log-decoder``
+    (which imply ``--print-data-log``, as in Kafka) a non-control record adds ``recordType``,
+    ``recordTypeName``, ``decodedKey``, ``valueVersion``, ``decodedValue`` (Kafka's JSON, as
+    kafka-dump-log.sh prints it), ``tombstone`` and, when it does not decode, ``decodeError``.
 ``index_entry`` (``offset``, ``position``), ``time_index_entry`` (``timestamp``, ``offset``),
 ``txn_index_entry`` (``version``, ``producerId``, ``firstOffset``, ``lastOffset``,
 ``lastStableOffset``), ``producer_snapshot_entry`` (``producerId``, ``producerEpoch``,
@@ -106,6 +109,8 @@ from typing import Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple
 from .errors import (BatchSizeError, CheckpointError, CorruptIndexError, CorruptRecordError, CrcMismatchError,
                      InvalidFileNameError, InvalidRecordError, KafkalogError, TruncatedBatchError, UnknownCodecError,
                      UnknownMagicError)
+from .coordinator.message import MessageReader
+from .coordinator.record import decode_record, kafka_dump_text, record_json
 from .format import control_record as cr
 from .format import legacy_record as legacy
 from .format import record_batch as rb
@@ -139,6 +144,19 @@ _TS_NAMES = rb.TIMESTAMP_TYPE_NAMES
 _NO_HINT = ""
 
 
+OFFSETS_DECODER = "offsets"                    # --offsets-decoder: __consumer_offsets records
+TRANSACTION_LOG_DECODER = "transaction-log"    # --transaction-log-decoder: __transaction_state records
+
+
+def coordinator_record_types(decoder: str):
+    """The record-type table a decoder option reads records with."""
+    if decoder == OFFSETS_DECODER:
+        from .coordinator.group.records import RECORD_TYPES
+    else:
+        from .coordinator.transaction.records import RECORD_TYPES
+    return RECORD_TYPES
+
+
 class Line(NamedTuple):
     """One output line (without its newline) and the stream it belongs on."""
 
@@ -159,6 +177,11 @@ class DumpOptions:
     skip_record_metadata: bool = False
     json: bool = False
     max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES   # decompression bound per batch
+    decoder: Optional[str] = None                     # OFFSETS_DECODER / TRANSACTION_LOG_DECODER
+
+    def __post_init__(self):
+        if self.decoder is not None:      # Kafka: a decoder option sets --print-data-log
+            object.__setattr__(self, "print_data_log", True)
 
     @property
     def deep(self) -> bool:
@@ -497,50 +520,41 @@ def _legacy_first_offset(mv, b: BatchView, path, max_batch_bytes: int) -> Option
 
 # --- KRaft control records (flexible-version messages, read as Kafka's JSON converters print them) ---
 
-class _MessageReader:
-    def __init__(self, data: bytes, what: str):
-        self.data = data
-        self.pos = 0
-        self.what = what
+class _MessageReader(MessageReader):
+    """Kafka's message primitives over a KRaft control record value, failing as InvalidRecordError."""
 
-    def _take(self, n: int) -> bytes:
+    def __init__(self, data: bytes, what: str):
+        super().__init__(data, 0, what)
+
+    def take(self, n: int) -> bytes:
         if n < 0 or self.pos + n > len(self.data):
             raise InvalidRecordError(f"{self.what} control record value is truncated at byte {self.pos}")
-        out = self.data[self.pos:self.pos + n]
-        self.pos += n
-        return out
+        return super().take(n)
+
+    def too_long_varint(self) -> Exception:
+        return InvalidRecordError(f"{self.what} control record value has a varint longer than 5 bytes")
 
     def int16(self) -> int:
-        return struct.unpack(">h", self._take(2))[0]
+        return struct.unpack(">h", self.take(2))[0]
 
     def uint16(self) -> int:
-        return struct.unpack(">H", self._take(2))[0]
+        return struct.unpack(">H", self.take(2))[0]
 
     def int32(self) -> int:
-        return struct.unpack(">i", self._take(4))[0]
+        return struct.unpack(">i", self.take(4))[0]
 
     def int64(self) -> int:
-        return struct.unpack(">q", self._take(8))[0]
-
-    def uvarint(self) -> int:
-        value = shift = 0
-        for _ in range(5):
-            b = self._take(1)[0]
-            value |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return value
-            shift += 7
-        raise InvalidRecordError(f"{self.what} control record value has a varint longer than 5 bytes")
+        return struct.unpack(">q", self.take(8))[0]
 
     def uuid(self) -> str:
         """Kafka's Uuid.toString: URL-safe base64 of the 16 bytes, without padding."""
-        return base64.urlsafe_b64encode(self._take(16)).decode("ascii").rstrip("=")
+        return base64.urlsafe_b64encode(self.take(16)).decode("ascii").rstrip("=")
 
     def compact_string(self) -> str:
         n = self.uvarint() - 1
         if n < 0:
             raise InvalidRecordError(f"{self.what} control record value has a null non-nullable string")
-        return self._take(n).decode("utf-8", errors="replace")
+        return self.take(n).decode("utf-8", errors="replace")
 
     def compact_array(self, read_item) -> list:
         n = self.uvarint() - 1
@@ -551,7 +565,7 @@ class _MessageReader:
     def tagged_fields(self) -> None:
         for _ in range(self.uvarint()):
             self.uvarint()
-            self._take(self.uvarint())
+            self.take(self.uvarint())
 
 
 def _snapshot_header(r: _MessageReader) -> dict:
@@ -855,6 +869,14 @@ class Dumper:
                 control_text, control_fields = control_record_info(r.key, r.value)
             except KafkalogError as e:
                 problem = _drop_generic_hint(e.with_location(path=path, position=b.position))
+        decoded = None
+        if o.decoder is not None and o.print_data_log and not b.is_control:
+            if r.key is None and problem is None:      # Kafka throws here and stops; we report and go on
+                problem = InvalidRecordError(f"failed to decode the record at offset {r.offset} with the "
+                                             f"{o.decoder} decoder (the record has no key)", path=path,
+                                             position=b.position)
+            else:
+                decoded = decode_record(coordinator_record_types(o.decoder), r.key, r.value)
         if o.json:
             obj = {"type": "record", "file": path, "batchPosition": b.position, "offset": r.offset,
                    "timestamp": r.timestamp, "timestampType": b.timestamp_type_name, "keySize": key_size,
@@ -866,6 +888,8 @@ class Dumper:
                 obj.update({"key_b64": _b64(r.key), "value_b64": _b64(r.value), "key": _utf8_or_none(r.key),
                             "value": _utf8_or_none(r.value),
                             "headers": [{"key": k, "value_b64": _b64(v)} for k, v in r.headers]})
+            if decoded is not None:
+                obj.update(record_json(decoded))
             return None, obj, problem
         prefix = "| "
         text = ""
@@ -878,7 +902,12 @@ class Dumper:
             else:
                 text += f" isValid: {_bool(bool(r.crc_valid))} crc: {r.crc}}}"
             text += control_text
-        if o.print_data_log and not b.is_control:
+        if decoded is not None:
+            key_text, payload_text = kafka_dump_text(decoded, r.offset)
+            text += f"{prefix}key: {key_text}"
+            if payload_text is not None:
+                text += f" payload: {payload_text}"
+        elif o.print_data_log and not b.is_control and o.decoder is None:
             if r.key is not None:
                 text += f"{prefix}key: {_string_decoder(r.key)}"
             if r.value is not None:

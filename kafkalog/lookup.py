@@ -507,6 +507,11 @@ class PartitionLog:
         return self._leo
 
     @property
+    def checkpointed_high_watermark(self) -> Optional[int]:
+        """The log dir's replication-offset-checkpoint entry for this partition, None when absent."""
+        return self._hw_entry
+
+    @property
     def high_watermark(self) -> int:
         return clamp_high_watermark(self._hw_entry, self.log_start_offset, self.log_end_offset)
 

@@ -17,7 +17,7 @@ from kafkalog.demo import generate_demo_log_dir
 
 REPO = Path(__file__).resolve().parents[1]
 KAFKALOG = Path(sys.executable).parent / "kafkalog"
-JOBS = ("catalog", "retention", "compact", "reindex", "lookup")
+JOBS = ("catalog", "retention", "compact", "reindex", "lookup", "lag")
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +49,7 @@ def _parsers(parser: argparse.ArgumentParser):
 
 def test_no_parser_accepts_abbreviations():
     parsers = list(_parsers(build_parser()))
-    assert len(parsers) == 6                              # kafkalog and its five subcommands
+    assert len(parsers) == 7                              # kafkalog and its six subcommands
     parsers += [importlib.import_module(f"udfs.{job}_job").build_parser() for job in JOBS]
     assert all(p.allow_abbrev is False for p in parsers), [p.prog for p in parsers if p.allow_abbrev]
 
@@ -65,6 +65,8 @@ def test_no_parser_accepts_abbreviations():
     ["fetch", "--log-dirs", "{d}", "--topic", "demo-orders", "--part", "0", "--offset", "0"],
     ["recover", "--log-dirs", "{d}", "--exec"],
     ["recover", "--log-dir", "{d}"],
+    ["lag", "--log-dir", "{d}"],                                   # --log-dirs
+    ["lag", "--log-dirs", "{d}", "--group-pat", "x"],              # --group-pattern
     ["--vers"],
 ])
 def test_kafkalog_refuses_abbreviated_options(place, tmp_path, capsys, argv):

@@ -1,0 +1,1 @@
+"""``__transaction_state``: the transaction coordinator's records (``records``) and typed rows of them (``rows``)."""
