@@ -45,6 +45,7 @@ from .format import control_record
 from .format.file_records import scan_batches
 from .index.builder import replay_transactions
 from .index.offset_index import read_offset_index
+from .index.transaction_index import AbortedTxn
 from .index.time_index import read_time_index
 from .kafka_source_options import (EARLIEST, KIND_EARLIEST, KIND_LATEST, KIND_OFFSETS, KIND_TIMESTAMP,
                                    KIND_TIMESTAMPS, LATEST, STRATEGY_LATEST, OffsetSpec, SourceOptions,
@@ -131,22 +132,13 @@ class Bounds:
 
 
 @dataclass(frozen=True)
-class AbortedRange:
-    """Data batches of ``producer_id`` with a base offset in [first_offset, last_offset] were aborted."""
-
-    producer_id: int
-    first_offset: int
-    last_offset: int
-
-
-@dataclass(frozen=True)
 class PartitionRange:
     """The offsets [start, end) of one partition to read, and what read_committed must drop."""
 
     facts: PartitionFacts
     start: int
     end: int
-    aborted: Tuple[AbortedRange, ...] = ()
+    aborted: Tuple[AbortedTxn, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -160,7 +152,7 @@ class Piece:
     end: int
     offset_lo: int
     offset_hi: int
-    aborted: Tuple[AbortedRange, ...] = ()
+    aborted: Tuple[AbortedTxn, ...] = ()
 
     @property
     def size(self) -> int:
@@ -310,7 +302,7 @@ def narrow(start: int, end: int, bounds: Bounds) -> Tuple[int, int]:
     return start, max(start, end)
 
 
-def aborted_in(aborted: Sequence[AbortedRange], start: int, end: int) -> Tuple[AbortedRange, ...]:
+def aborted_in(aborted: Sequence[AbortedTxn], start: int, end: int) -> Tuple[AbortedTxn, ...]:
     return tuple(a for a in aborted if a.last_offset >= start and a.first_offset < end)
 
 
@@ -468,7 +460,7 @@ def _resolve_spec(facts: PartitionFacts, spec: OffsetSpec, *, starting: bool, op
                          strategy=options.starting_by_timestamp_strategy, option=f"{which}OffsetsByTimestamp")
 
 
-def read_committed_view(facts: PartitionFacts, upper: int) -> Tuple[int, Tuple[AbortedRange, ...]]:
+def read_committed_view(facts: PartitionFacts, upper: int) -> Tuple[int, Tuple[AbortedTxn, ...]]:
     """(last stable offset, aborted transactions) below ``upper``, replayed from the batch headers and
     the control records' types, as the broker's producer state and ``.txnindex`` hold them."""
     columns: Dict[str, list] = {k: [] for k in ("base_offset", "producer_id", "is_transactional", "is_control",
@@ -499,7 +491,7 @@ def read_committed_view(facts: PartitionFacts, upper: int) -> Tuple[int, Tuple[A
         columns["control_type"].extend(types.tolist())
     aborted, still_open = replay_transactions(batches={k: np.asarray(v) for k, v in columns.items()})
     lso = min([upper] + list(still_open.values()))
-    return lso, tuple(AbortedRange(a.producer_id, a.first_offset, a.last_offset) for a in aborted)
+    return lso, tuple(aborted)
 
 
 def resolve_ranges(partitions: Sequence[PartitionFacts], options: SourceOptions,
@@ -513,7 +505,7 @@ def resolve_ranges(partitions: Sequence[PartitionFacts], options: SourceOptions,
             start = _resolve_spec(facts, options.starting, starting=True, options=options, log_cache=log_cache)
             end = _resolve_spec(facts, options.ending, starting=False, options=options, log_cache=log_cache)
             start, end = check_range(facts, start, end, fail_on_data_loss=options.fail_on_data_loss)
-            aborted: Tuple[AbortedRange, ...] = ()
+            aborted: Tuple[AbortedTxn, ...] = ()
             if options.read_committed:
                 lso, aborted = read_committed_view(facts, end)
                 end = min(end, lso)
