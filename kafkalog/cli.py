@@ -474,7 +474,7 @@ def check_log_dir(log_dir: str) -> None:
                      hint=f"pass the folder that holds it: {os.path.dirname(os.path.abspath(log_dir))}")
 
 
-# --- main -------------------------------------------------------------------------------------
+# --- lag (kafkalog.coordinator) --------------------------------------------------------------
 
 def _add_lag(subparsers) -> None:
     from .coordinator import lag_command
@@ -509,6 +509,8 @@ def _run_lag(args) -> int:
 
 SUBCOMMANDS: Sequence[Callable] = (_add_dump, _add_demo, _add_offsets, _add_fetch, _add_recover, _add_lag)
 
+
+# --- main -------------------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(

@@ -102,6 +102,13 @@ class InvalidRecordError(CorruptRecordError):
     """A record inside a batch is malformed (lengths, varints, header counts, record count)."""
 
 
+class OutOfMemoryError(KafkalogError):
+    """Decoding ran out of memory (an allocation or a mapping failed): not a problem of the data."""
+
+    default_hint = ("read it with iter_segment (bounded batches) or give the process more memory; "
+                    "the file itself may be fine")
+
+
 # --- indexes --------------------------------------------------------------------------------
 
 class CorruptIndexError(KafkalogError):
@@ -130,6 +137,19 @@ class LogDirLockedError(KafkalogError):
     default_hint = "stop the broker that owns this log dir, or work on a copy"
 
 
+class OffsetOutOfRangeError(KafkalogError):
+    """An offset below the log start offset or above the readable end (Kafka's
+    OffsetOutOfRangeException)."""
+
+    default_hint = "ask for an offset between the log start offset and the log end offset (kafkalog offsets)"
+
+
+class OffsetOverflowError(KafkalogError):
+    """An offset does not fit a segment's 32-bit relative offset."""
+
+    default_hint = "Kafka splits such segments; write the records into a segment with a higher base offset"
+
+
 # --- changing log dirs (kafkalog.durable) -----------------------------------------------------
 
 class FenceLostError(KafkalogError):
@@ -150,32 +170,12 @@ class SymlinkRefusedError(KafkalogError):
     default_hint = "remove the symlink: a broker's log dir holds plain files only"
 
 
-class OffsetOutOfRangeError(KafkalogError):
-    """An offset below the log start offset or above the readable end (Kafka's
-    OffsetOutOfRangeException)."""
-
-    default_hint = "ask for an offset between the log start offset and the log end offset (kafkalog offsets)"
-
-
-class OffsetOverflowError(KafkalogError):
-    """An offset does not fit a segment's 32-bit relative offset."""
-
-    default_hint = "Kafka splits such segments; write the records into a segment with a higher base offset"
-
-
 # --- configuration ---------------------------------------------------------------------------
 
 class ConfigError(KafkalogError):
     """A Kafka configuration value is invalid (the message names the key and where it came from)."""
 
     default_hint = "fix the value; the broker would refuse it too (see the key's range in Kafka's docs)"
-
-
-class OutOfMemoryError(KafkalogError):
-    """Decoding ran out of memory (an allocation or a mapping failed): not a problem of the data."""
-
-    default_hint = ("read it with iter_segment (bounded batches) or give the process more memory; "
-                    "the file itself may be fine")
 
 
 # --- the command line ------------------------------------------------------------------------
