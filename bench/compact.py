@@ -48,7 +48,7 @@ from bench.readme import update_block
 from kafkalog.checkpoint import REPLICATION_OFFSET_CHECKPOINT, write_offset_checkpoint
 from kafkalog.format import compression as C
 from kafkalog.format import record_batch as rb
-from kafkalog.logdir import format_segment_file_name
+from kafkalog.log.logdir import format_segment_file_name
 
 ROOT = Path("/tmp/kafkalog-bench")
 REPO = Path(__file__).resolve().parent.parent
@@ -251,7 +251,7 @@ class PeakMemory:
 # --- the four measurements ----------------------------------------------------------------------
 
 def measure_decode(logs: Path) -> dict:
-    from kafkalog.segment import iter_segment
+    from kafkalog.log.records_io import iter_segment
 
     files = _logs(logs)
     size = sum(p.stat().st_size for p in files)
@@ -331,7 +331,7 @@ def run_job(logs: Path, name: str, extra=(), broker_props: dict = None) -> dict:
 def check_distinct(work: Path, upper: int) -> dict:
     """The survivors of the distinct run are exactly, below the round's upper bound, each key's last
     offset there, and every record from the upper bound on (the active segment)."""
-    from kafkalog.segment import iter_segment
+    from kafkalog.log.records_io import iter_segment
 
     ids = np.load(ROOT / "compact15-distinct" / "ids.npy")
     below = ids[:upper]

@@ -66,7 +66,7 @@ def _write_partition(folder: Path, batches, codec: int) -> None:
     from kafkalog.index.builder import build_indexes
     from kafkalog.index.offset_index import write_offset_index
     from kafkalog.index.time_index import write_time_index
-    from kafkalog.logdir import format_segment_file_name
+    from kafkalog.log.logdir import format_segment_file_name
 
     folder.mkdir(parents=True, exist_ok=True)
     hours = np.array([(b.base_ts - TS0) // HOUR_MS for b in batches])
@@ -145,8 +145,8 @@ def iter_segment_mb_s(log_dir: Path) -> tuple[float, int, int]:
 def tasks_in_process(log_dir: Path) -> tuple[float, int]:
     """The data source's own work without Spark: plan, then every task's read_task (decode, filter,
     shape to Spark's Arrow types) one after the other in this process, batches dropped."""
-    from kafkalog.kafka_source_options import parse_source_options
-    from kafkalog.scan_plan import Bounds, plan_scan
+    from kafkalog.source.options import parse_source_options
+    from kafkalog.source.scan_plan import Bounds, plan_scan
     from udfs.kafkalog_source import read_task, source_schema
     from pyspark.sql.pandas.types import to_arrow_schema
 

@@ -65,12 +65,12 @@ PROFILE_END = "<!-- bench:profile:end -->"
 
 def has_threads_option() -> bool:
     """Whether this kafkalog's ReadOptions has ``threads`` (windows decoded on a thread pool)."""
-    from kafkalog.segment import ReadOptions
+    from kafkalog.log.records_io import ReadOptions
     return "threads" in getattr(ReadOptions, "__dataclass_fields__", {})
 
 
 def kafkalog_read(path: str, **options) -> int:
-    from kafkalog.segment import read_segment
+    from kafkalog.log.records_io import read_segment
     return read_segment(path, **options).num_rows
 
 
@@ -79,7 +79,7 @@ def kafkalog_read_1t(path: str) -> int:
 
 
 def kafkalog_iter(path: str, **options) -> int:
-    from kafkalog.segment import iter_segment
+    from kafkalog.log.records_io import iter_segment
     rows = 0
     for batch in iter_segment(path, **options):
         rows += batch.num_rows
@@ -185,7 +185,7 @@ BARE = {"gzip": bare_gzip, "snappy": bare_snappy, "lz4": bare_lz4, "zstd": bare_
 def fingerprint_kafkalog(path: str, **options) -> tuple:
     import numpy as np
     import pyarrow as pa
-    from kafkalog.segment import read_segment
+    from kafkalog.log.records_io import read_segment
     t = read_segment(path, **options)
     crcs = []
     for name in ("key", "value"):
@@ -267,7 +267,7 @@ def rss_child(mode: str, path: str, warm_path: str) -> dict:
     sampler.start()
     table_bytes = table_distinct = None
     if mode == "read":
-        from kafkalog.segment import read_segment
+        from kafkalog.log.records_io import read_segment
         t = read_segment(path)
         rows = t.num_rows
         table_bytes = t.nbytes
@@ -734,8 +734,8 @@ class StageTimers:
     """
 
     STAGES = [
-        ("kafkalog.segment", "_scan", "batch walk (numba scan_kernel)"),
-        ("kafkalog.segment", "check_crcs", "CRC-32C (check_crcs, per batch)"),
+        ("kafkalog.log.records_io", "_scan", "batch walk (numba scan_kernel)"),
+        ("kafkalog.log.records_io", "check_crcs", "CRC-32C (check_crcs, per batch)"),
         ("kafkalog.format.decoder", "decompress", "decompression (per batch)"),
         ("kafkalog.format.decoder", "decompress_into", "decompression (per batch)"),
         ("kafkalog.format.decoder", "_decompress_window", "decompression (compression_accel window kernel)"),
@@ -811,8 +811,8 @@ def profile_codec(codec: str, facts: dict, reps: int) -> dict:
     """Stage timers and cProfile of read_segment on one thread (cProfile sees only the calling
     thread, and stage times of concurrent windows would overlap)."""
     from functools import partial
-    from kafkalog.segment import read_segment
-    import kafkalog.segment as seg
+    from kafkalog.log.records_io import read_segment
+    import kafkalog.log.records_io as seg
     if has_threads_option():
         read_segment = partial(read_segment, threads=1)
     path = facts["path"]

@@ -1,4 +1,4 @@
-"""Lookup latency: kafkalog.lookup through the indexes vs a full scan of the segment.
+"""Lookup latency: kafkalog.lookup.partition_log through the indexes vs a full scan of the segment.
 
 Data (generated once, cached under ``--dir``, default /tmp/kafkalog-bench): one partition folder
 ``bench-0`` holding a rolled ~1 GiB segment (``--quick``: 64 MiB) and a small active segment after
@@ -174,7 +174,7 @@ def full_scan_timestamps(log_path: Path, targets) -> List[int]:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from kafkalog.segment import iter_segment
+    from kafkalog.log.records_io import iter_segment
     answers = [-1] * len(targets)
     for batch in iter_segment(log_path):
         ts = batch.column("timestamp").cast(pa.int64())
@@ -197,7 +197,7 @@ def header_walk(log_path: Path, offsets) -> List[int]:
 
 
 def run(part: Path, reps: int, log) -> dict:
-    from kafkalog.lookup import PartitionLog
+    from kafkalog.lookup.partition_log import PartitionLog
 
     big = sorted(part.glob("*.log"))[0]
     with PartitionLog.open(part) as warm:                 # numba kernels loaded, files read once

@@ -1,5 +1,5 @@
 """Bulk lookups per second: many (topic, partition, timestamp | offset) queries against a generated log dir
-(kafkalog.demo: P partitions of 5,000-record segments), answered
+(kafkalog.tools.demo: P partitions of 5,000-record segments), answered
 
 - one by one   a fresh ``PartitionLog`` per query (what ``kafkalog offsets`` does for one question);
 - grouped      ``udfs.lookup_job.answer_queries``: one handle per partition, reused by its queries
@@ -23,7 +23,7 @@ import numpy as np
 
 from bench.readme import update_block
 
-from kafkalog.demo import START_MS, generate_demo_log_dir
+from kafkalog.tools.demo import START_MS, generate_demo_log_dir
 
 CACHE = Path("/tmp/kafkalog-bench")
 README_START = "<!-- bench:lookup-bulk:start -->"

@@ -5,7 +5,7 @@ The catalog is generated in memory (CATALOG_SCHEMA rows, Arrow): 100 topics with
 limits (time only, size only, both, compact), segments of 1 GiB ± 10 % an hour apart, some partitions
 with a log start offset inside their history or a high watermark behind the log end. Timed:
 
-- local   ``kafkalog.retention_catalog.plan_catalog_table`` in this process (the planner every path
+- local   ``kafkalog.retention.catalog_plan.plan_catalog_table`` in this process (the planner every path
           runs per partition);
 - spark   (``--spark``) ``udfs.retention_job.plan_catalog`` on a local[2] session: the catalog
           DataFrame grouped by partition with applyInArrow, counted.
@@ -31,7 +31,7 @@ import pyarrow as pa
 
 from kafkalog.catalog import CATALOG_SCHEMA
 from kafkalog.config import configs_from_mappings
-from kafkalog.retention_catalog import plan_catalog_table
+from kafkalog.retention.catalog_plan import plan_catalog_table
 
 SEGMENTS = 20
 HOUR = 3_600_000

@@ -8,9 +8,9 @@ The core (this package) turns Kafka's on-disk bytes into Arrow and back and neve
     kafkalog.write_segment(dir, table)     -> the .log path (with .index and .timeindex)
     kafkalog.scan_batches(path)            -> the batch walk (headers, CRCs, valid bytes)
 """
-from .errors import KafkalogError
-from .format.file_records import scan_batches
-from .segment import ReadOptions, SegmentReader, encode_records, iter_segment, read_segment, write_segment
+from kafkalog.errors import KafkalogError
+from kafkalog.format.file_records import scan_batches
+from kafkalog.log.records_io import ReadOptions, SegmentReader, encode_records, iter_segment, read_segment, write_segment
 
 __version__ = "0.1.0"
 __all__ = ["KafkalogError", "ReadOptions", "SegmentReader", "encode_records", "iter_segment", "read_segment",

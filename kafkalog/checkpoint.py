@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, NamedTuple, Optional, Sequence, TypeVar, Union
 
-from .errors import CheckpointError
-from .durable import fsync_dir, replace_file  # noqa: F401  (fsync_dir: public here too, for older callers)
+from kafkalog.errors import CheckpointError
+from kafkalog.log.durable import fsync_dir, replace_file  # noqa: F401  (fsync_dir: public here too, for older callers)
 
 # --- file names ------------------------------------------------------------------------------
 

@@ -23,8 +23,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
-from .checkpoint import parse_properties
-from .errors import ConfigError
+from kafkalog.checkpoint import parse_properties
+from kafkalog.errors import ConfigError
 
 PathLike = os.PathLike | str
 

@@ -38,3 +38,19 @@ def spark():
                                   "spark.sql.shuffle.partitions": "2"})
     yield session
     session.stop()
+
+
+# --- markers -----------------------------------------------------------------------------------
+# ``spark``: the test needs the session above or runs spark-submit (minutes); ``slow``: end-to-end fault
+# runs. ``pytest -m "not spark and not slow"`` is the core without Spark, in well under a minute.
+
+SPARK_FOLDERS = {"udfs"}
+SPARK_SUBMIT_MODULES = {"test_readme.py", "test_faults.py", "test_user_errors.py", "test_scripts.py"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        folder = item.path.parent.name
+        if ("spark" in getattr(item, "fixturenames", ()) or folder in SPARK_FOLDERS
+                or item.path.name in SPARK_SUBMIT_MODULES):
+            item.add_marker(pytest.mark.spark)

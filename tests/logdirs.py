@@ -9,8 +9,8 @@ import pyarrow as pa
 
 from kafkalog import checkpoint
 from kafkalog.format.schema import HEADERS_TYPE, TIMESTAMP_TYPE
-from kafkalog.logdir import format_segment_file_name
-from kafkalog.segment import write_segment
+from kafkalog.log.logdir import format_segment_file_name
+from kafkalog.log.records_io import write_segment
 
 
 def records(first_offset: int, timestamps: Sequence[int], *, key_prefix: bytes = b"k") -> pa.Table:

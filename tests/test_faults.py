@@ -24,10 +24,10 @@ import pytest
 from kafkalog import checkpoint
 from kafkalog.catalog import read_log_dir_checkpoints
 from kafkalog.config import configs_from_mappings
-from kafkalog.logdir import is_locked, lock_holder
-from kafkalog.reindex import reindex_partition
-from kafkalog.retention_run import finish_log_dir, retain_partition
-from kafkalog.segment import read_segment
+from kafkalog.log.logdir import is_locked, lock_holder
+from kafkalog.index.reindex import reindex_partition
+from kafkalog.retention.run import finish_log_dir, retain_partition
+from kafkalog.log.records_io import read_segment
 
 from logdirs import make_partition, snapshot, write_checkpoints
 
@@ -313,7 +313,7 @@ def test_reindex_killed_at_every_step_converges(tmp_path):
 
 def compacted_log_dir(root: Path, partitions: int = 2) -> Path:
     from test_cleaner_crash import crash_log
-    from test_cleaner_model import write_partition
+    from cleaner_model import write_partition
 
     d = root / "logs"
     high_watermarks = {}
@@ -422,7 +422,7 @@ def big_compacted_log_dir(root: Path) -> Path:
     """One compacted partition whose rewrite takes a few seconds: 40 segments of 20,000 records over
     50,000 keys, so most records are superseded."""
     import pyarrow as pa
-    from kafkalog.segment import write_segment
+    from kafkalog.log.records_io import write_segment
 
     d = root / "logs"
     folder = d / "big-0"

@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kafkalog.demo import generate_demo_log_dir
+from kafkalog.tools.demo import generate_demo_log_dir
 
 REPO = Path(__file__).resolve().parents[1]
 SETUP_COMMANDS = ("./demo.sh", "bash .ci/run")        # run on a fresh clone (the report times them), not here

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from kafkalog.cli import build_parser, main
-from kafkalog.demo import generate_demo_log_dir
+from kafkalog.tools.cli import build_parser, main
+from kafkalog.tools.demo import generate_demo_log_dir
 
 REPO = Path(__file__).resolve().parents[1]
 KAFKALOG = Path(sys.executable).parent / "kafkalog"

@@ -8,12 +8,12 @@ from typing import Optional, Sequence
 
 from kafkalog.catalog import CATALOG_SCHEMA, ERROR, LEFTOVER, SEGMENT
 
-from . import delta_tables
-from .job import (EXIT_OK, EXIT_PARTIAL, add_config_arguments, add_html_argument, base_parser, load_job_configs,
+from udfs import delta_tables
+from udfs.job import (EXIT_OK, EXIT_PARTIAL, add_config_arguments, add_html_argument, base_parser, load_job_configs,
                   now_ms, progress, resolve_log_dirs, table_path, write_html, write_report)
-from .progress import count_folders
-from .partitions import catalog_folder, folders_frame, list_partition_folders, map_folders
-from .session import build_session
+from udfs.progress import count_folders
+from udfs.partitions import catalog_folder, folders_frame, list_partition_folders, map_folders
+from udfs.session import build_session
 
 JOB = "catalog"
 # the report's distributions (for people and the --html page): bin edges of segment sizes (bytes) and
@@ -128,5 +128,5 @@ def main(argv: Sequence[str], *, spark=None) -> int:
 
 
 def entry(argv: Optional[Sequence[str]] = None) -> int:
-    from .job import run
+    from udfs.job import run
     return run(JOB, main, argv)

@@ -30,14 +30,14 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 import pyarrow as pa
 
 from kafkalog.cleaner.partition_run import CLEANED, ERROR, ROW_FIELDS, WOULD_CLEAN, run_partition
-from kafkalog.durable import fenced
-from kafkalog.logdir import held_fences
+from kafkalog.log.durable import fenced
+from kafkalog.log.logdir import held_fences
 
-from . import delta_tables
-from .job import (EXIT_OK, EXIT_PARTIAL, add_config_arguments, add_html_argument, base_parser, locked_log_dirs,
+from udfs import delta_tables
+from udfs.job import (EXIT_OK, EXIT_PARTIAL, add_config_arguments, add_html_argument, base_parser, locked_log_dirs,
                   parse_time_ms, progress, start_job, table_path, UsageError, write_html, write_report)
-from .partitions import partition_folders_of, topics_option
-from .session import build_session
+from udfs.partitions import partition_folders_of, topics_option
+from udfs.session import build_session
 
 JOB = "compact"
 DESCRIPTION = ("Compact every compacted partition of the log dirs as Kafka's log cleaner would (spec §7), in "
@@ -269,5 +269,5 @@ def _print_summary(report: dict) -> None:
 
 
 def entry(argv: Optional[Sequence[str]] = None) -> int:
-    from .job import run
+    from udfs.job import run
     return run(JOB, main, argv)

@@ -13,9 +13,9 @@ from kafkalog.coordinator.group.rows import GROUP_ROW_SCHEMA, group_rows
 from kafkalog.coordinator.log_dirs import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, coordinator_rows
 from kafkalog.coordinator.transaction.rows import TRANSACTION_ROW_SCHEMA, transaction_rows
 from kafkalog.errors import KafkalogError
-from kafkalog.logdir import LIVE, parse_partition_dir_name, scan_partition_dir
+from kafkalog.log.logdir import LIVE, parse_partition_dir_name, scan_partition_dir
 
-from .partitions import folders_frame, list_partition_folders, map_folders
+from udfs.partitions import folders_frame, list_partition_folders, map_folders
 
 
 def _folders_of(log_dirs: Sequence, topic: str) -> list:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Optional
 
-from .session import delta_spark_available
+from udfs.session import delta_spark_available
 
 SPARK, RS, AUTO = "spark", "rs", "auto"
 ENGINES = (AUTO, SPARK, RS)

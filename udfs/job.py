@@ -19,14 +19,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, NamedTuple, Optional, Sequence
 
-from kafkalog.durable import AS_CREATED, ownership_problem, replace_file
-from kafkalog.cli import _non_negative_int as _non_negative  # noqa: F401 - the jobs' argument type too
-from kafkalog.cli import check_log_dir
+from kafkalog.log.durable import AS_CREATED, ownership_problem, replace_file
+from kafkalog.tools.cli import _non_negative_int as _non_negative  # noqa: F401 - the jobs' argument type too
+from kafkalog.tools.cli import check_log_dir
 from kafkalog.config import KafkaConfigs, load_configs
 from kafkalog.errors import ConfigError, KafkalogError, LogDirLockedError, UsageError
-from kafkalog.logdir import describe_lock_holder, is_locked, lock_log_dir
+from kafkalog.log.logdir import describe_lock_holder, is_locked, lock_log_dir
 
-from . import progress as _progress
+from udfs import progress as _progress
 
 EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, EXIT_FAILED = 0, 1, 2, 3
 
@@ -209,7 +209,7 @@ def locked_log_dirs(log_dirs, *, modifying: bool, read_only_note: str):
 
 def _write_problem(log_dir) -> Optional[str]:
     """Why a modifying job may not change ``log_dir`` (None when it may): files it cannot give their
-    owners' uid and gid (``kafkalog.durable.ownership_problem``), or a dir it cannot read."""
+    owners' uid and gid (``kafkalog.log.durable.ownership_problem``), or a dir it cannot read."""
     try:
         return ownership_problem(log_dir)
     except OSError as exc:

@@ -6,9 +6,9 @@ and options of Spark's Kafka source (Python Data Source API, ``pyspark.sql.datas
 Sessions built by ``udfs.session.build_session`` have it registered and Python filter pushdown on; a
 session of one's own needs ``udfs.kafkalog_source.register(spark)`` (the same two things).
 
-This module is Spark plumbing only: options are parsed by ``kafkalog.kafka_source_options``, the scan is
-planned by ``kafkalog.scan_plan`` (partitions, offset ranges, pruning, byte-sized input partitions), and a
-task streams its byte ranges with ``kafkalog.segment.SegmentReader``, keeping the wanted rows with Arrow
+This module is Spark plumbing only: options are parsed by ``kafkalog.source.options``, the scan is
+planned by ``kafkalog.source.scan_plan`` (partitions, offset ranges, pruning, byte-sized input partitions), and a
+task streams its byte ranges with ``kafkalog.log.records_io.SegmentReader``, keeping the wanted rows with Arrow
 compute (no Python object per record) and yielding Arrow record batches already in the types Spark's
 Arrow reader expects (``binary``, ``timestamp[us, UTC]``, nullable fields), so nothing is converted on the
 way into the JVM.
@@ -29,9 +29,9 @@ from pyspark.sql.datasource import (DataSource, DataSourceReader, EqualNullSafe,
 from pyspark.sql.types import (ArrayType, BinaryType, BooleanType, ByteType, IntegerType, LongType, ShortType,
                                StringType, StructField, StructType, TimestampType)
 
-from kafkalog.kafka_source_options import SourceOptions, parse_source_options
-from kafkalog.scan_plan import Predicate, ScanTask, bounds_from_predicates, plan_scan
-from kafkalog.segment import ReadOptions, SegmentReader
+from kafkalog.source.options import SourceOptions, parse_source_options
+from kafkalog.source.scan_plan import Predicate, ScanTask, bounds_from_predicates, plan_scan
+from kafkalog.log.records_io import ReadOptions, SegmentReader
 
 SOURCE_NAME = "kafkalog"
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
@@ -210,7 +210,7 @@ class KafkalogReader(DataSourceReader):
 
 
 class KafkalogDataSource(DataSource):
-    """Records of Kafka log dirs; options as Spark's Kafka source (see kafkalog.kafka_source_options)."""
+    """Records of Kafka log dirs; options as Spark's Kafka source (see kafkalog.source.options)."""
 
     def __init__(self, options):
         super().__init__(options)

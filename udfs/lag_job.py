@@ -15,14 +15,14 @@ from kafkalog.coordinator import lag
 from kafkalog.coordinator.log_dirs import (CONSUMER_OFFSETS_TOPIC, coordinator_rows, leading_replicas,
                                            live_partitions, partition_end)
 from kafkalog.errors import KafkalogError, UsageError
-from kafkalog.logdir import LIVE, parse_partition_dir_name, scan_partition_dir
+from kafkalog.log.logdir import LIVE, parse_partition_dir_name, scan_partition_dir
 
-from . import delta_tables
-from .job import (EXIT_OK, EXIT_PARTIAL, add_config_arguments, base_parser, parse_time_ms, progress, start_job,
+from udfs import delta_tables
+from udfs.job import (EXIT_OK, EXIT_PARTIAL, add_config_arguments, base_parser, parse_time_ms, progress, start_job,
                   table_path, write_report)
-from .partitions import folders_frame, list_partition_folders, map_folders
-from .progress import count_folders
-from .session import build_session
+from udfs.partitions import folders_frame, list_partition_folders, map_folders
+from udfs.progress import count_folders
+from udfs.session import build_session
 
 JOB = "lag"
 DESCRIPTION = ("Consumer groups' committed offsets, partition ends and lag from the log dirs' __consumer_offsets "
@@ -224,5 +224,5 @@ def main(argv: Sequence[str], *, spark=None) -> int:
 
 
 def entry(argv: Optional[Sequence[str]] = None) -> int:
-    from .job import run
+    from udfs.job import run
     return run(JOB, main, argv)

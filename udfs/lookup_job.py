@@ -1,5 +1,5 @@
 """``spark-submit.sh lookup``: thousands of offset/timestamp lookups at once (Kafka's ListOffsets and
-offset → batch position), answered by ``kafkalog.lookup.PartitionLog`` on the executors.
+offset → batch position), answered by ``kafkalog.lookup.partition_log.PartitionLog`` on the executors.
 
 Plan: the driver resolves each (topic, partition) to its folder — from the segment catalog
 (``--catalog``, the Delta table of the catalog job) or by listing the log dirs' top level — and the
@@ -24,13 +24,13 @@ from typing import Optional, Sequence
 import pyarrow as pa
 
 from kafkalog.errors import KafkalogError
-from kafkalog.logdir import LIVE, parse_partition_dir_name
+from kafkalog.log.logdir import LIVE, parse_partition_dir_name
 
-from . import delta_tables
-from .job import (EXIT_OK, EXIT_PARTIAL, UsageError, base_parser, progress, report_path, resolve_log_dirs,
+from udfs import delta_tables
+from udfs.job import (EXIT_OK, EXIT_PARTIAL, UsageError, base_parser, progress, report_path, resolve_log_dirs,
                   table_path, write_report)
-from .partitions import list_partition_folders, spark_arrow_schema
-from .session import build_session
+from udfs.partitions import list_partition_folders, spark_arrow_schema
+from udfs.session import build_session
 
 JOB = "lookup"
 DESCRIPTION = "Answer many offset/timestamp lookups (Kafka's ListOffsets, offset -> batch position) in parallel."
@@ -43,7 +43,7 @@ RESULT_SCHEMA = pa.schema([
     pa.field("query_timestamp", pa.int64()),
     pa.field("query_offset", pa.int64()),
     pa.field("found", pa.bool_()),
-    pa.field("why", pa.string()),                    # kafkalog.lookup why-codes, unknown_partition, bad_query, error
+    pa.field("why", pa.string()),                    # kafkalog.lookup.partition_log why-codes, unknown_partition, bad_query, error
     pa.field("offset", pa.int64()),
     pa.field("timestamp", pa.int64()),
     pa.field("leader_epoch", pa.int32()),
@@ -78,7 +78,7 @@ def delta_table_input(text: str) -> str:
 
 def build_parser():
     parser = base_parser(JOB, DESCRIPTION, epilog=(
-        "Answers follow kafkalog.lookup (README: lookups): not found = found false, offset -1, with `why`.\n"
+        "Answers follow kafkalog.lookup.partition_log (README: lookups): not found = found false, offset -1, with `why`.\n"
         "Offset lookups give the batch a fetch from that offset starts at (segment, position, base/last offset)."))
     parser.add_argument("--queries", required=True, metavar="FILE", type=queries_path,
                         help="CSV (header), JSON lines (.json/.jsonl) or a Delta table folder of queries")
@@ -143,7 +143,7 @@ def partition_folders(spark, log_dirs, catalog: Optional[str]) -> dict:
 def answer_queries(rows: list[dict], folders: dict, *, isolation: str, dry_run: bool = False) -> list[dict]:
     """Answer query rows (strings as read) with one PartitionLog per partition; plain Python, so the
     local path and the executors run the same code."""
-    from kafkalog.lookup import OffsetOutOfRangeError, PartitionLog, parse_time_spec
+    from kafkalog.lookup.partition_log import OffsetOutOfRangeError, PartitionLog, parse_time_spec
 
     logs: dict = {}
     out = []
@@ -255,5 +255,5 @@ def main(argv: Sequence[str], *, spark=None) -> int:
 
 
 def entry(argv: Optional[Sequence[str]] = None) -> int:
-    from .job import run
+    from udfs.job import run
     return run(JOB, main, argv)

@@ -1,7 +1,7 @@
 """``spark-submit.sh reindex``: verify every segment index of the log dirs against what Kafka's recovery
 would build from the ``.log`` and rebuild the ones that differ, in parallel across partitions. Each
-partition runs ``kafkalog.reindex.reindex_partition`` on an executor (one row per index file, classified
-by ``kafkalog.index_verification``: identical / valid / missing / corrupt); the driver collects the rows
+partition runs ``kafkalog.index.reindex.reindex_partition`` on an executor (one row per index file, classified
+by ``kafkalog.index.verify``: identical / valid / missing / corrupt); the driver collects the rows
 once, appends them to a Delta table (``--results``) and writes the JSON report.
 
 Safety: ``--verify-only`` touches nothing. Otherwise the job refuses a log dir whose ``.lock`` a live
@@ -20,15 +20,15 @@ from typing import Optional, Sequence
 import pyarrow as pa
 
 from kafkalog.errors import KafkalogError
-from kafkalog.logdir import parse_partition_dir_name
-from kafkalog.reindex import ERROR, REINDEX_SCHEMA, partition_error_row, reindex_partition
+from kafkalog.log.logdir import parse_partition_dir_name
+from kafkalog.index.reindex import ERROR, REINDEX_SCHEMA, partition_error_row, reindex_partition
 
-from . import delta_tables
-from .job import (EXIT_OK, EXIT_PARTIAL, add_config_arguments, base_parser, locked_log_dirs, progress, start_job,
+from udfs import delta_tables
+from udfs.job import (EXIT_OK, EXIT_PARTIAL, add_config_arguments, base_parser, locked_log_dirs, progress, start_job,
                   table_path, UsageError, write_report)
-from .partitions import folders_frame, list_partition_folders, map_folders
-from .progress import count_folders
-from .session import build_session
+from udfs.partitions import folders_frame, list_partition_folders, map_folders
+from udfs.progress import count_folders
+from udfs.session import build_session
 
 JOB = "reindex"
 DESCRIPTION = ("Verify every segment's .index/.timeindex/.txnindex against what Kafka's recovery would build "
@@ -60,7 +60,7 @@ def build_parser():
 
 
 def reindex_frame(spark, folders, *, configs, verify_only: bool, include_active: bool, truncate_tail: bool):
-    """The lazy DataFrame (``kafkalog.reindex.REINDEX_SCHEMA``) of reindexing ``folders`` (``(log dir,
+    """The lazy DataFrame (``kafkalog.index.reindex.REINDEX_SCHEMA``) of reindexing ``folders`` (``(log dir,
     folder)`` pairs); evaluating it does the work, so collect it once."""
     def per_folder(log_dir: str, folder: str, cache: dict) -> list[dict]:
         name = Path(folder).name
@@ -158,5 +158,5 @@ def _print_summary(s: dict) -> None:
 
 
 def entry(argv: Optional[Sequence[str]] = None) -> int:
-    from .job import run
+    from udfs.job import run
     return run(JOB, main, argv)

@@ -1,6 +1,6 @@
 """``spark-submit.sh retention``: Kafka's retention (log start offset, retention.bytes, retention.ms)
 decided for every partition of the log dirs in parallel, as a broker would decide it; a plan by
-default, applied with ``--execute``. Each partition runs ``kafkalog.retention_run.retain_partition``
+default, applied with ``--execute``. Each partition runs ``kafkalog.retention.run.retain_partition``
 on an executor; the driver then rewrites each log dir's ``log-start-offset-checkpoint``, appends the
 decisions to a Delta audit table and writes the JSON report.
 
@@ -17,18 +17,18 @@ from typing import Optional, Sequence
 
 import pyarrow as pa
 
-from kafkalog.log_deletion import run_tag
-from kafkalog.retention import HW_MISSING_CHOICES, HW_MISSING_LOG_END, HW_MISSING_ZERO
-from kafkalog.retention_run import (ERROR, OUTCOME_SCHEMA, finish_log_dir, public_outcome, retain_partition,
+from kafkalog.retention.deletion import run_tag
+from kafkalog.retention.policy import HW_MISSING_CHOICES, HW_MISSING_LOG_END, HW_MISSING_ZERO
+from kafkalog.retention.run import (ERROR, OUTCOME_SCHEMA, finish_log_dir, public_outcome, retain_partition,
                                     retention_summary)
 
-from . import delta_tables
-from .job import (EXIT_OK, EXIT_PARTIAL, _non_negative, add_config_arguments, add_html_argument, base_parser,
+from udfs import delta_tables
+from udfs.job import (EXIT_OK, EXIT_PARTIAL, _non_negative, add_config_arguments, add_html_argument, base_parser,
                   locked_log_dirs, parse_time_ms, progress, start_job, table_path, write_html, write_report)
-from .partitions import (cached_checkpoints, folders_frame, map_folders, partition_folders_of, spark_arrow_schema,
+from udfs.partitions import (cached_checkpoints, folders_frame, map_folders, partition_folders_of, spark_arrow_schema,
                          topics_option)
-from .progress import count_folders
-from .session import build_session
+from udfs.progress import count_folders
+from udfs.session import build_session
 
 JOB = "retention"
 DESCRIPTION = "Decide Kafka's retention (log start offset, retention.bytes, retention.ms) for every partition " \
@@ -192,19 +192,19 @@ def _print_summary(report: dict) -> None:
 
 
 def entry(argv: Optional[Sequence[str]] = None) -> int:
-    from .job import run
+    from udfs.job import run
     return run(JOB, main, argv)
 
 
 def plan_catalog(catalog_df, *, configs, now: int, hw_missing: str = HW_MISSING_ZERO, tasks: Optional[int] = None):
     """Retention decisions for every live partition of a catalog DataFrame (e.g. the Delta catalog),
-    as a DataFrame (kafkalog.retention_catalog.PLAN_SCHEMA). The catalog rows are hash-partitioned by
+    as a DataFrame (kafkalog.retention.catalog_plan.PLAN_SCHEMA). The catalog rows are hash-partitioned by
     (log dir, topic, partition), so each Kafka partition's segments land in one task, and each task plans
     all of its rows at once with the local planner (no per-group Python call). Reads no log dir."""
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    from kafkalog.retention_catalog import PLAN_SCHEMA, plan_catalog_table
+    from kafkalog.retention.catalog_plan import PLAN_SCHEMA, plan_catalog_table
 
     out_schema = spark_arrow_schema(PLAN_SCHEMA)
 

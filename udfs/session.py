@@ -40,7 +40,7 @@ def build_session(app_name: str, *, master: Optional[str] = None, conf: Optional
     builder = SparkSession.builder.appName(app_name)
     master = master or os.environ.get("SPARK_MASTER")
     if SparkSession.getActiveSession() is None:
-        from .progress import message
+        from udfs.progress import message
         message(f"starting Spark ({master or os.environ.get('MASTER') or DEFAULT_MASTER}; the first start takes "
                 "a few seconds)")
     if master:

@@ -6,7 +6,6 @@ Modules, one Kafka concept each:
 * ``cleanable``            LogCleanerManager.cleanableOffsets + dirty ratio (§7.1-7.2)
 * ``transaction_metadata`` CleanedTransactionMetadata: aborted data and markers (§7.6)
 * ``producer_state``       ProducerStateManager's active producers and first unstable offset
-* ``local_log``            the segments of a partition folder, decoded batches, aborted txns
 * ``offset_map``           the key → latest offset map as a dict: the reference engine's (§7.4)
 * ``key_map``              the compiled map: exact keys in flat arrays within a byte budget, the
                            key-only record walk, hash slices and bitsets (SkimpyOffsetMap's role)
@@ -17,15 +16,15 @@ Modules, one Kafka concept each:
 * ``segment_grouping``     groupSegmentsBySize (§7.5)
 * ``cleaner``              one round end to end: plan, map, recopy, swap-in, checkpoint (§7.5, §7.9)
 * ``partition_run``        one partition's round as a job runs it, and its report row
-* ``recover``              finish or roll back an interrupted swap as a broker's startup does (§3.3)
+  (the partition loading it uses and the swap recovery live in ``kafkalog.log``: local_log, recover)
 """
-from .cleanable import CleanableOffsets, NotCleanableReason, SegmentStats, cleanable_offsets
-from .cleaner import (PartitionCleanResult, PartitionPlan, build_partition_offset_map, clean_log_dir,
+from kafkalog.cleaner.cleanable import CleanableOffsets, NotCleanableReason, SegmentStats, cleanable_offsets
+from kafkalog.cleaner.cleaner import (PartitionCleanResult, PartitionPlan, build_partition_offset_map, clean_log_dir,
                       clean_partition, offset_map_entries, plan_partition)
-from .offset_map import ExactOffsetMap, OffsetMap
-from .record_filter import BatchRetention, FilterCounts, RecordReason
-from .recover import PartitionRecovery, recover_log_dirs, recover_partition
-from .segment_grouping import GroupableSegment, group_segments_by_size
+from kafkalog.cleaner.offset_map import ExactOffsetMap, OffsetMap
+from kafkalog.cleaner.record_filter import BatchRetention, FilterCounts, RecordReason
+from kafkalog.log.recover import PartitionRecovery, recover_log_dirs, recover_partition
+from kafkalog.cleaner.segment_grouping import GroupableSegment, group_segments_by_size
 
 __all__ = [
     "BatchRetention", "CleanableOffsets", "ExactOffsetMap", "FilterCounts", "GroupableSegment", "NotCleanableReason",

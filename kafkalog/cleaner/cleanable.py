@@ -31,7 +31,7 @@ import enum
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from ..config import LogConfig
+from kafkalog.config import LogConfig
 
 NO_TIMESTAMP = -1
 

@@ -53,30 +53,30 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Collection, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
-from ..checkpoint import (CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
+from kafkalog.checkpoint import (CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
                           fsync_dir, read_offset_checkpoint, write_offset_checkpoint)
-from ..config import BrokerConfig, KafkaConfigs, LogConfig
-from .. import durable
-from ..errors import KafkalogError, LogDirLockedError
-from ..format.file_records import scan_batches
-from ..format.record_batch import crc32c_update
-from ..index.builder import IndexAppender
-from ..index.transaction_index import TransactionIndex
-from ..logdir import (CLEANED_SUFFIX, DELETED_SUFFIX, SNAPSHOT_SUFFIX, SWAP_SUFFIX, format_segment_file_name,
+from kafkalog.config import BrokerConfig, KafkaConfigs, LogConfig
+from kafkalog.log import durable
+from kafkalog.errors import KafkalogError, LogDirLockedError
+from kafkalog.format.file_records import scan_batches
+from kafkalog.format.record_batch import crc32c_update
+from kafkalog.index.builder import IndexAppender
+from kafkalog.index.transaction_index import TransactionIndex
+from kafkalog.log.logdir import (CLEANED_SUFFIX, DELETED_SUFFIX, SNAPSHOT_SUFFIX, SWAP_SUFFIX, format_segment_file_name,
                       describe_lock_holder, is_locked, lock_log_dir, parse_partition_dir_name, parse_segment_file_name)
-from ..producer_snapshot import read_producer_snapshot
-from . import producer_state as ps
-from .cleanable import CleanableOffsets, cleanable_offsets
-from . import fast_filter
-from . import key_map as km
-from .key_walk import KeyVerdicts, build_key_verdicts
-from .local_log import (LogSegment, batches_of, collect_aborted_transactions, load_segments, pending_swap_files,
+from kafkalog.log.producer_snapshot import read_producer_snapshot
+from kafkalog.cleaner import producer_state as ps
+from kafkalog.cleaner.cleanable import CleanableOffsets, cleanable_offsets
+from kafkalog.cleaner import fast_filter
+from kafkalog.cleaner import key_map as km
+from kafkalog.cleaner.key_walk import KeyVerdicts, build_key_verdicts
+from kafkalog.log.local_log import (LogSegment, batches_of, collect_aborted_transactions, load_segments, pending_swap_files,
                         read_batches, read_windows, start_position)
-from .offset_map import ExactOffsetMap, OffsetMap, build_offset_map, map_entries
-from .record_filter import (BatchRetention, FilterCounts, FilteredBatch, RecordReason, filter_batch,
+from kafkalog.cleaner.offset_map import ExactOffsetMap, OffsetMap, build_offset_map, map_entries
+from kafkalog.cleaner.record_filter import (BatchRetention, FilterCounts, FilteredBatch, RecordReason, filter_batch,
                             is_batch_last_record_of_producer)
-from .segment_grouping import GroupableSegment, group_segments_by_size
-from .transaction_metadata import CleanedTransactionMetadata
+from kafkalog.cleaner.segment_grouping import GroupableSegment, group_segments_by_size
+from kafkalog.cleaner.transaction_metadata import CleanedTransactionMetadata
 
 # Steps reported to ``on_step(step, path)`` (tests raise there to simulate a crash).
 STEP_CLEANED = "cleaned-written"
@@ -802,7 +802,7 @@ def _os_error_text(e: OSError, partition_dir: Path) -> str:
 def _recover_after_failed_swap(partition_dir: Path, result: "PartitionCleanResult", e: Exception) -> None:
     """A swap-in step failed: finish or roll back the interrupted group as a broker's startup would
     (``recover_partition``), so no temporary file stays behind, and say what was committed."""
-    from .recover import recover_partition
+    from kafkalog.log.recover import recover_partition
 
     why = _os_error_text(e, partition_dir) if isinstance(e, OSError) else str(e)
     rec = recover_partition(partition_dir)
@@ -861,7 +861,7 @@ def clean_log_dir(log_dir, *, configs: KafkaConfigs, now_ms: int, dry_run: bool 
                   partitions: Optional[Iterable[Tuple[str, int]]] = None) -> List[PartitionCleanResult]:
     """Clean every compacted live partition of a log dir (all eligible ones, not only the
     filthiest), holding the dir's lock."""
-    from ..logdir import scan_log_dir
+    from kafkalog.log.logdir import scan_log_dir
 
     log_dir = Path(log_dir)
     if is_locked(log_dir):

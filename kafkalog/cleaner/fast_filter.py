@@ -18,17 +18,17 @@ from typing import Collection, List, Mapping, Optional, Union
 import numpy as np
 import pyarrow as pa
 
-from ..format import record_batch as rb
-from ..format.compression import decompress
-from ..format.records_encode_accel import rewrite_batch
-from .key_map import NOT_FOUND
-from .key_walk import KeyVerdicts
-from .local_log import SourceWindow
-from .offset_map import ExactOffsetMap, OffsetMap
-from .producer_state import LastRecord
-from .record_filter import (DELETE_IF_EMPTY, BatchRetention, FilterCounts, FilteredBatch, RecordReason,
+from kafkalog.format import record_batch as rb
+from kafkalog.format.compression import decompress
+from kafkalog.format.records_encode_accel import rewrite_batch
+from kafkalog.cleaner.key_map import NOT_FOUND
+from kafkalog.cleaner.key_walk import KeyVerdicts
+from kafkalog.log.local_log import SourceWindow
+from kafkalog.cleaner.offset_map import ExactOffsetMap, OffsetMap
+from kafkalog.cleaner.producer_state import LastRecord
+from kafkalog.cleaner.record_filter import (DELETE_IF_EMPTY, BatchRetention, FilterCounts, FilteredBatch, RecordReason,
                             check_batch_retention, is_batch_last_record_of_producer)
-from .transaction_metadata import CleanedTransactionMetadata
+from kafkalog.cleaner.transaction_metadata import CleanedTransactionMetadata
 
 REASONS = list(RecordReason)
 _CODE = {r: np.int8(i) for i, r in enumerate(REASONS)}

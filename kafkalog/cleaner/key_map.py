@@ -39,7 +39,7 @@ from typing import Optional
 import numpy as np
 from numba import njit
 
-from ..format.records_accel import copy_bytes, read_varint, read_varlong
+from kafkalog.format.records_accel import copy_bytes, read_varint, read_varlong
 
 _CACHE = os.path.isfile(__file__)
 

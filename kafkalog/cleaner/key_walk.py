@@ -20,16 +20,16 @@ from typing import Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..errors import KafkalogError
-from ..format import control_record as cr
-from ..format import record_batch as rb
-from ..format.compression import OutputBuffer
-from ..format.decoder import PartitionId, decode_window, decompress_batches
-from ..format.file_records import HeaderArrays, MappedFile
-from ..format.varint import read_varint, read_varlong
-from . import key_map as km
-from .local_log import LogSegment, collect_aborted_transactions, start_position
-from .transaction_metadata import CleanedTransactionMetadata
+from kafkalog.errors import KafkalogError
+from kafkalog.format import control_record as cr
+from kafkalog.format import record_batch as rb
+from kafkalog.format.compression import OutputBuffer
+from kafkalog.format.decoder import PartitionId, decode_window, decompress_batches
+from kafkalog.format.file_records import HeaderArrays, MappedFile
+from kafkalog.format.varint import read_varint, read_varlong
+from kafkalog.cleaner import key_map as km
+from kafkalog.log.local_log import LogSegment, collect_aborted_transactions, start_position
+from kafkalog.cleaner.transaction_metadata import CleanedTransactionMetadata
 
 WINDOW_BATCHES = 1024              # batches decompressed and walked per kernel call
 WINDOW_BYTES = 8 << 20             # ... and at most this many bytes of (decompressed) records

@@ -24,8 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, Iterator, Optional, Protocol, Tuple
 
-from .local_log import SourceBatch
-from .transaction_metadata import CleanedTransactionMetadata
+from kafkalog.log.local_log import SourceBatch
+from kafkalog.cleaner.transaction_metadata import CleanedTransactionMetadata
 
 
 class OffsetMap(Protocol):

@@ -14,13 +14,13 @@ import time
 from pathlib import Path
 from typing import Optional, Sequence
 
-from ..errors import KafkalogError
-from ..logdir import parse_partition_dir_name
-from .cleanable import NotCleanableReason
-from .cleaner import (OUTCOME_DONE, OUTCOME_DRY_RUN, OUTCOME_FAILED, OUTCOME_NOT_NEEDED, PartitionCleanResult,
+from kafkalog.errors import KafkalogError
+from kafkalog.log.logdir import parse_partition_dir_name
+from kafkalog.cleaner.cleanable import NotCleanableReason
+from kafkalog.cleaner.cleaner import (OUTCOME_DONE, OUTCOME_DRY_RUN, OUTCOME_FAILED, OUTCOME_NOT_NEEDED, PartitionCleanResult,
                       clean_partition, plan_partition)
-from .local_log import pending_swap_files
-from .recover import recover_partition
+from kafkalog.log.local_log import pending_swap_files
+from kafkalog.log.recover import recover_partition
 
 # statuses of a partition in the report
 CLEANED, WOULD_CLEAN, SKIPPED, ERROR = "cleaned", "would-clean", "skipped", "error"

@@ -55,7 +55,7 @@ class LastRecord:
 
 def seed_from_snapshot(entries: Iterable, now_ms: Optional[int] = None,
                        expiration_ms: Optional[int] = None) -> Dict[int, ProducerEntry]:
-    """Producer entries from ``ProducerSnapshotEntry`` objects (kafkalog.producer_snapshot); given
+    """Producer entries from ``ProducerSnapshotEntry`` objects (kafkalog.log.producer_snapshot); given
     ``now_ms`` and ``expiration_ms``, the entries expired then are left out, as
     ``ProducerStateManager.loadFromSnapshot`` does."""
     state = {int(e.producer_id): ProducerEntry(int(e.producer_id), int(e.producer_epoch), int(e.last_offset),

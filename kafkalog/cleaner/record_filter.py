@@ -40,10 +40,10 @@ import enum
 from dataclasses import dataclass, field
 from typing import List, Mapping, Optional, Tuple
 
-from ..format import record_batch as rb
-from .local_log import SourceBatch
-from .offset_map import OffsetMap
-from .producer_state import LastRecord
+from kafkalog.format import record_batch as rb
+from kafkalog.log.local_log import SourceBatch
+from kafkalog.cleaner.offset_map import OffsetMap
+from kafkalog.cleaner.producer_state import LastRecord
 
 
 class BatchRetention(str, enum.Enum):

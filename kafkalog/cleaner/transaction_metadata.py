@@ -24,8 +24,8 @@ import heapq
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Set, Tuple
 
-from ..format import control_record as cr
-from ..index.transaction_index import AbortedTxn
+from kafkalog.format import control_record as cr
+from kafkalog.index.transaction_index import AbortedTxn
 
 
 @dataclass

@@ -10,12 +10,12 @@ from typing import Dict, List, Tuple
 
 import pyarrow as pa
 
-from ..format.schema import HEADERS_TYPE, TIMESTAMP_TYPE
-from ..logdir import format_partition_dir_name
-from ..segment import write_segment
-from .group import records as gr
-from .message import write_message
-from .record import encode_key, encode_value
+from kafkalog.format.schema import HEADERS_TYPE, TIMESTAMP_TYPE
+from kafkalog.log.logdir import format_partition_dir_name
+from kafkalog.log.records_io import write_segment
+from kafkalog.coordinator.group import records as gr
+from kafkalog.coordinator.message import write_message
+from kafkalog.coordinator.record import encode_key, encode_value
 
 OFFSETS_TOPIC_PARTITIONS = 50            # offsets.topic.num.partitions default
 OFFSET_COMMIT_VALUE_VERSION = 3          # what brokers write without an explicit expire timestamp

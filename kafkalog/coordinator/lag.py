@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from .group import records as gr
+from kafkalog.coordinator.group import records as gr
 
 DEFAULT_OFFSETS_RETENTION_MS = 7 * 24 * 3600 * 1000      # offsets.retention.minutes = 10080
 STATUS_OK = "ok"

@@ -8,12 +8,12 @@ from typing import Dict, List, Optional, Sequence
 
 import pyarrow as pa
 
-from ..errors import KafkalogError
-from ..logdir import LIVE, PartitionDir, scan_log_dirs
-from ..lookup import PartitionLog
-from ..segment import read_segment
-from . import lag
-from .group.rows import GROUP_ROW_SCHEMA, group_rows
+from kafkalog.errors import KafkalogError
+from kafkalog.log.logdir import LIVE, PartitionDir, scan_log_dirs
+from kafkalog.lookup.partition_log import PartitionLog
+from kafkalog.log.records_io import read_segment
+from kafkalog.coordinator import lag
+from kafkalog.coordinator.group.rows import GROUP_ROW_SCHEMA, group_rows
 
 CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"

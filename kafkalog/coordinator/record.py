@@ -18,7 +18,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
-from .message import Message, MessageFormatError, read_message, to_kafka_json, write_message
+from kafkalog.coordinator.message import Message, MessageFormatError, read_message, to_kafka_json, write_message
 
 VERSION_SIZE = 2
 TOMBSTONE_PAYLOAD = "<DELETE>"

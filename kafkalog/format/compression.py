@@ -19,7 +19,7 @@ import lz4.frame
 import numpy as np
 import zstandard
 
-from ..errors import DecompressedSizeError, DecompressionError, UnknownCodecError
+from kafkalog.errors import DecompressedSizeError, DecompressionError, UnknownCodecError
 
 NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
 CODEC_NAMES = {NONE: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}

@@ -9,7 +9,7 @@ import struct
 from dataclasses import dataclass
 from typing import Optional
 
-from ..errors import InvalidRecordError
+from kafkalog.errors import InvalidRecordError
 
 CONTROL_KEY = struct.Struct(">hh")
 END_TXN_MARKER_VALUE = struct.Struct(">hi")

@@ -14,13 +14,13 @@ from typing import Iterator, List, Optional
 import numpy as np
 import pyarrow as pa
 
-from ..errors import InvalidRecordError, KafkalogError
-from . import record_batch as rb
-from . import records_reference as ref
-from .buffer_pool import OUTPUT_POOL
-from .compression import DEFAULT_MAX_BATCH_BYTES, OutputBuffer, decompress_into
-from .file_records import HeaderArrays
-from .schema import HEADER_TYPE, HEADERS_TYPE, RECORD_SCHEMA, TIMESTAMP_TYPE
+from kafkalog.errors import InvalidRecordError, KafkalogError
+from kafkalog.format import record_batch as rb
+from kafkalog.format import records_reference as ref
+from kafkalog.format.buffer_pool import OUTPUT_POOL
+from kafkalog.format.compression import DEFAULT_MAX_BATCH_BYTES, OutputBuffer, decompress_into
+from kafkalog.format.file_records import HeaderArrays
+from kafkalog.format.schema import HEADER_TYPE, HEADERS_TYPE, RECORD_SCHEMA, TIMESTAMP_TYPE
 
 _INT32_MAX = (1 << 31) - 1
 MIN_RECORD_SIZE = rb.MIN_RECORD_SIZE
@@ -419,7 +419,7 @@ def _decode_records(buf, dbuf, h: HeaderArrays, pid: PartitionId, ws: _Workspace
     """Walk ``counts[b]`` records of each batch b from [b_start[b], b_end[b]) of ``buf`` or ``dbuf``
     (``b_src``) into one RecordBatch. ``origin`` (default b_start) is where a batch's decompressed
     records begin, for error positions."""
-    from . import records_accel as acc
+    from kafkalog.format import records_accel as acc
 
     origin = b_start if origin is None else origin
     n = int(counts.sum())
@@ -503,7 +503,7 @@ class _BatchColumnPlan:
 def _batch_columns_accel(plan: _BatchColumnPlan, counts: np.ndarray, n: int, carved: list):
     """The accelerated twin of _batch_columns (plus timestampType): one kernel fills the columns the
     plan repeats per record, into ``carved`` (shaped by plan.shapes); the others share a constant."""
-    from . import records_accel as acc
+    from kafkalog.format import records_accel as acc
 
     carved = iter(carved)
     outs = [next(carved) if f else np.empty(0, d) for d, f in zip(plan.DTYPES, plan.fill)]
@@ -527,8 +527,8 @@ def _decompress_window(buf, h: HeaderArrays, codec, b_src, b_start, b_end, out: 
     """Decompress the window's compressed batches into ``out`` (uncompressed ones stay in place) up to
     ``budget`` bytes of records: one native call for runs of batches (compression_accel), the
     reference codecs for a batch it hands back. Returns (batches consumed, bytes used in out)."""
-    from . import compression_accel as ca
-    from .native import ZSTD_CONTEXTS, native_functions
+    from kafkalog.format import compression_accel as ca
+    from kafkalog.format.native import ZSTD_CONTEXTS, native_functions
 
     native = native_functions()
     nb = len(h)
@@ -587,7 +587,7 @@ def decompress_batches(buf: np.ndarray, h: HeaderArrays, out: OutputBuffer, *, p
 
 
 def _headers_accel(buf, dbuf, b_src, counts, hdr_count, hdr_pos, nh: int, cap: int, n: int) -> pa.Array:
-    from . import records_accel as acc
+    from kafkalog.format import records_accel as acc
 
     if nh == 0:
         return _no_headers(n)
@@ -667,7 +667,7 @@ class BatchSlices:
         self.bounds = self._bounds()
 
     def _bounds(self) -> np.ndarray:
-        from . import records_accel as acc
+        from kafkalog.format import records_accel as acc
 
         bounds = np.empty(self.count // self.rows + 2, np.int64)
         status, pos, k = acc.record_bounds_kernel(self.src, self.start, self.end, self.count, self.rows, bounds)

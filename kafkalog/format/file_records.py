@@ -17,13 +17,13 @@ from typing import Optional, Union
 import numpy as np
 import pyarrow as pa
 
-from ..errors import (BatchSizeError, CorruptRecordError, CrcMismatchError, InvalidRecordError, KafkalogError,
+from kafkalog.errors import (BatchSizeError, CorruptRecordError, CrcMismatchError, InvalidRecordError, KafkalogError,
                       TruncatedBatchError, UnknownMagicError)
-from . import legacy_record as legacy
-from . import record_batch as rb
-from .native import native_functions
-from .schema import BATCH_SCHEMA
-from .varint import wrap_int64
+from kafkalog.format import legacy_record as legacy
+from kafkalog.format import record_batch as rb
+from kafkalog.format.native import native_functions
+from kafkalog.format.schema import BATCH_SCHEMA
+from kafkalog.format.varint import wrap_int64
 
 MIN_ENTRY_SIZE = legacy.RECORD_OVERHEAD_V0   # Kafka: "smaller than minimum record overhead (14)"
 
@@ -172,7 +172,7 @@ def _scan_python(buf, start: int, end: int, window: int, out: HeaderArrays):
 def _scan(buf, start: int, end: int, window: int, out: HeaderArrays, engine: str):
     if engine == "python":
         return _scan_python(buf, start, end, window, out)
-    from . import records_accel
+    from kafkalog.format import records_accel
     arr = buf if isinstance(buf, np.ndarray) else np.frombuffer(buf, dtype=np.uint8)
     return records_accel.scan_kernel(arr, start, end, window, out.position, out.size, out.baseOffset,
                                       out.lastOffset, out.magic, out.attributes, out.baseTimestamp,
@@ -224,7 +224,7 @@ def check_crcs(buf, h: HeaderArrays, n: int) -> np.ndarray:
     first = 0
     fn = native_functions().crc32c_update
     if fn and n:
-        from . import records_accel as acc
+        from kafkalog.format import records_accel as acc
 
         array = buf if isinstance(buf, np.ndarray) else np.frombuffer(buf, dtype=np.uint8)
         first = acc.crc_kernel(array, pos, size, magic, crc, n, np.uintp(fn), valid)   # v2 batches, no GIL

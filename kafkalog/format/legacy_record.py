@@ -21,9 +21,9 @@ import zlib
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
 
-from ..errors import CrcMismatchError, InvalidRecordError
-from .compression import DEFAULT_MAX_BATCH_BYTES, NONE, compress, decompress
-from .varint import wrap_int64
+from kafkalog.errors import CrcMismatchError, InvalidRecordError
+from kafkalog.format.compression import DEFAULT_MAX_BATCH_BYTES, NONE, compress, decompress
+from kafkalog.format.varint import wrap_int64
 
 OFFSET_OFFSET = 0
 SIZE_OFFSET = 8

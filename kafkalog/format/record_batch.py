@@ -31,7 +31,7 @@ from typing import Iterable, Optional, Sequence
 
 import crc32c as _crc32c
 
-from .varint import write_varint, write_varlong
+from kafkalog.format.varint import write_varint, write_varlong
 
 BASE_OFFSET_OFFSET = 0
 LENGTH_OFFSET = 8
@@ -237,7 +237,7 @@ def encode_batch(records: Sequence[V2Record], *, base_offset: Optional[int] = No
     record's timestamp (the delete horizon when one is given), max timestamp = max record timestamp
     (−1 for an empty batch). Passing them keeps an existing batch's header (compaction write-back).
     """
-    from .compression import compress  # local: compression imports nothing from here
+    from kafkalog.format.compression import compress  # local: compression imports nothing from here
 
     if base_offset is None:
         if not records:

@@ -24,9 +24,9 @@ from typing import Optional, Tuple
 import numpy as np
 from numba import njit
 
-from . import record_batch as rb
-from .compression import decompress
-from .records_accel import _varint, _varlong
+from kafkalog.format import record_batch as rb
+from kafkalog.format.compression import decompress
+from kafkalog.format.records_accel import _varint, _varlong
 
 _CACHE = os.path.isfile(__file__)
 

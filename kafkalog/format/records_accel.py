@@ -14,8 +14,8 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .native import crc32c_update
-from .record_batch import NO_TIMESTAMP
+from kafkalog.format.native import crc32c_update
+from kafkalog.format.record_batch import NO_TIMESTAMP
 
 # numba caches compiled kernels beside the source file (or in NUMBA_CACHE_DIR); a module imported
 # from a zip (spark-submit --py-files) has no source file and numba refuses to cache it: compile then.

@@ -19,8 +19,8 @@ from typing import Optional
 import numpy as np
 from numba import njit
 
-from . import record_batch as rb
-from .records_accel import copy_bytes
+from kafkalog.format import record_batch as rb
+from kafkalog.format.records_accel import copy_bytes
 
 _CACHE = os.path.isfile(__file__)
 
@@ -200,7 +200,7 @@ def rewrite_batch(src: np.ndarray, start: int, end: int, count: int, keep: np.nd
     (int64, in order) and the header fields as ``encode_batch`` takes them; ``max_timestamp`` None
     = max kept timestamp. Returns None where only the reference writer can give the exact bytes
     (non-canonical source encodings, values outside Java's ranges): the caller must then use it."""
-    from .compression import compress
+    from kafkalog.format.compression import compress
 
     nk = len(timestamps)
     if nk == 0 or not _INT64_MIN + (1 << 31) <= base_offset <= _INT64_MAX - (1 << 31):

@@ -9,11 +9,11 @@ from dataclasses import dataclass
 from contextlib import contextmanager
 from typing import Iterator, List, Optional, Tuple
 
-from ..errors import CrcMismatchError, InvalidRecordError, KafkalogError, UnknownCodecError
-from . import legacy_record as legacy
-from . import record_batch as rb
-from .compression import CODEC_NAMES, decompress
-from .varint import read_varint, read_varlong, wrap_int64
+from kafkalog.errors import CrcMismatchError, InvalidRecordError, KafkalogError, UnknownCodecError
+from kafkalog.format import legacy_record as legacy
+from kafkalog.format import record_batch as rb
+from kafkalog.format.compression import CODEC_NAMES, decompress
+from kafkalog.format.varint import read_varint, read_varlong, wrap_int64
 
 
 @dataclass(slots=True)

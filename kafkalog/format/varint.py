@@ -5,7 +5,7 @@ record walk (records_accel) inlines the same rules; tests run both against these
 """
 from __future__ import annotations
 
-from ..errors import InvalidRecordError
+from kafkalog.errors import InvalidRecordError
 
 MAX_VARINT_BYTES = 5
 MAX_VARLONG_BYTES = 10

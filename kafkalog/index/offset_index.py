@@ -21,7 +21,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from kafkalog.durable import replace_file
+from kafkalog.log.durable import replace_file
 from kafkalog.errors import CorruptIndexError, InvalidFileNameError, OffsetOverflowError
 
 OFFSET_ENTRY_SIZE = 8

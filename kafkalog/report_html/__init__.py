@@ -10,9 +10,9 @@ Python ``graph_objects``.
 """
 from __future__ import annotations
 
-from .catalog import catalog_page
-from .compaction import compaction_page
-from .retention import retention_page
+from kafkalog.report_html.catalog import catalog_page
+from kafkalog.report_html.compaction import compaction_page
+from kafkalog.report_html.retention import retention_page
 
 PAGES = {"catalog": catalog_page, "retention": retention_page, "compact": compaction_page}
 

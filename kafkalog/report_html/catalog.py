@@ -7,7 +7,7 @@ with the number of segments; a report without them (an older run) gets the summa
 """
 from __future__ import annotations
 
-from .page import Column, Page, format_number, human_bytes, iso_ms, top_with_rest
+from kafkalog.report_html.page import Column, Page, format_number, human_bytes, iso_ms, top_with_rest
 
 TOPICS_CHARTED = 40
 MINUTE_MS, HOUR_MS, DAY_MS = 60_000, 3_600_000, 86_400_000

@@ -8,7 +8,7 @@ partition or for the run) and a per-partition ``outcome``.
 """
 from __future__ import annotations
 
-from .page import BAD_COLOUR, GOOD_COLOUR, NEUTRAL_COLOUR, Column, Page, iso_ms
+from kafkalog.report_html.page import BAD_COLOUR, GOOD_COLOUR, NEUTRAL_COLOUR, Column, Page, iso_ms
 
 PARTITIONS_CHARTED = 40          # partitions drawn by name in the per-partition bar charts
 RATIOS_CHARTED = 200             # dirtiest partitions drawn in the dirty-ratio chart

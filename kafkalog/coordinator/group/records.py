@@ -33,8 +33,8 @@ from __future__ import annotations
 import base64
 from typing import Any, Dict, Optional, Tuple
 
-from ..message import Field, Message, MessageFormatError, read_message, to_kafka_json
-from ..record import RecordType
+from kafkalog.coordinator.message import Field, Message, MessageFormatError, read_message, to_kafka_json
+from kafkalog.coordinator.record import RecordType
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 

@@ -1,5 +1,5 @@
 """Typed Arrow rows of ``__consumer_offsets``: one row per record of a segment table (as
-``kafkalog.segment.read_segment`` returns it), with the columns of every record type
+``kafkalog.log.records_io.read_segment`` returns it), with the columns of every record type
 (:data:`GROUP_ROW_SCHEMA`; the ones a record type does not have are null).
 
 Offset commits: group, topic, partition, committed offset, leader epoch, metadata, commit and
@@ -19,10 +19,10 @@ from typing import Any, Dict, List, Optional
 
 import pyarrow as pa
 
-from ...format.control_record import CONTROL_TYPE_NAMES, control_type_name
-from ...format.schema import TIMESTAMP_TYPE
-from ..record import DecodedRecord, decode_record
-from . import records as gr
+from kafkalog.format.control_record import CONTROL_TYPE_NAMES, control_type_name
+from kafkalog.format.schema import TIMESTAMP_TYPE
+from kafkalog.coordinator.record import DecodedRecord, decode_record
+from kafkalog.coordinator.group import records as gr
 
 GROUP_STATE_EMPTY = "Empty"
 GROUP_STATE_STABLE = "Stable"

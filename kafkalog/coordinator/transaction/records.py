@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from typing import Dict
 
-from ..message import Field, Message
-from ..record import RecordType
+from kafkalog.coordinator.message import Field, Message
+from kafkalog.coordinator.record import RecordType
 
 TRANSACTION_LOG = 0
 

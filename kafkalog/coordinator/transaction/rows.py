@@ -1,5 +1,5 @@
 """Typed Arrow rows of ``__transaction_state``: one row per record of a segment table (as
-``kafkalog.segment.read_segment`` returns it): transactional id, producer id/epoch (and the previous
+``kafkalog.log.records_io.read_segment`` returns it): transactional id, producer id/epoch (and the previous
 and next producer ids of v1), state, timeout, the transaction's partitions, its timestamps; a
 tombstone (the transactional id expired) is a row with ``tombstone`` true, a record that does not
 decode keeps its raw bytes with ``error`` saying why (:data:`TRANSACTION_ROW_SCHEMA`).
@@ -11,10 +11,10 @@ from typing import Any, Dict, List
 
 import pyarrow as pa
 
-from ...format.schema import TIMESTAMP_TYPE
-from ..group.rows import TOPIC_PARTITION_TYPE
-from ..record import decode_record
-from . import records as tr
+from kafkalog.format.schema import TIMESTAMP_TYPE
+from kafkalog.coordinator.group.rows import TOPIC_PARTITION_TYPE
+from kafkalog.coordinator.record import decode_record
+from kafkalog.coordinator.transaction import records as tr
 
 TRANSACTION_ROW_SCHEMA = pa.schema([
     pa.field("topic", pa.string()), pa.field("partition", pa.int32()),      # the __transaction_state partition

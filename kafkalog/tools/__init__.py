@@ -1,0 +1,1 @@
+"""The command line: the ``kafkalog`` command, its demo data, ``dump`` (DumpLogSegments) and ``lag``."""
