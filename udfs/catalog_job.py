@@ -10,7 +10,7 @@ from kafkalog.catalog import CATALOG_SCHEMA, ERROR, LEFTOVER, SEGMENT
 
 from udfs import delta_tables
 from udfs.job import (EXIT_OK, EXIT_PARTIAL, add_config_arguments, add_html_argument, base_parser, load_job_configs,
-                  now_ms, progress, resolve_log_dirs, table_path, write_html, write_report)
+                      now_ms, progress, resolve_log_dirs, table_path, write_html, write_report)
 from udfs.progress import count_folders
 from udfs.partitions import catalog_folder, folders_frame, list_partition_folders, map_folders
 from udfs.session import build_session

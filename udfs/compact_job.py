@@ -35,7 +35,7 @@ from kafkalog.log.logdir import held_fences
 
 from udfs import delta_tables
 from udfs.job import (EXIT_OK, EXIT_PARTIAL, add_config_arguments, add_html_argument, base_parser, locked_log_dirs,
-                  parse_time_ms, progress, start_job, table_path, UsageError, write_html, write_report)
+                      parse_time_ms, progress, start_job, table_path, UsageError, write_html, write_report)
 from udfs.partitions import partition_folders_of, topics_option
 from udfs.session import build_session
 

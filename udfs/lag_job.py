@@ -19,7 +19,7 @@ from kafkalog.log.logdir import LIVE, parse_partition_dir_name, scan_partition_d
 
 from udfs import delta_tables
 from udfs.job import (EXIT_OK, EXIT_PARTIAL, add_config_arguments, base_parser, parse_time_ms, progress, start_job,
-                  table_path, write_report)
+                      table_path, write_report)
 from udfs.partitions import folders_frame, list_partition_folders, map_folders
 from udfs.progress import count_folders
 from udfs.session import build_session

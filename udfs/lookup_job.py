@@ -28,7 +28,7 @@ from kafkalog.log.logdir import LIVE, parse_partition_dir_name
 
 from udfs import delta_tables
 from udfs.job import (EXIT_OK, EXIT_PARTIAL, UsageError, base_parser, progress, report_path, resolve_log_dirs,
-                  table_path, write_report)
+                      table_path, write_report)
 from udfs.partitions import list_partition_folders, spark_arrow_schema
 from udfs.session import build_session
 

@@ -25,7 +25,7 @@ from kafkalog.index.reindex import ERROR, REINDEX_SCHEMA, partition_error_row, r
 
 from udfs import delta_tables
 from udfs.job import (EXIT_OK, EXIT_PARTIAL, add_config_arguments, base_parser, locked_log_dirs, progress, start_job,
-                  table_path, UsageError, write_report)
+                      table_path, UsageError, write_report)
 from udfs.partitions import folders_frame, list_partition_folders, map_folders
 from udfs.progress import count_folders
 from udfs.session import build_session

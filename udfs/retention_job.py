@@ -24,9 +24,9 @@ from kafkalog.retention.run import (ERROR, OUTCOME_SCHEMA, finish_log_dir, publi
 
 from udfs import delta_tables
 from udfs.job import (EXIT_OK, EXIT_PARTIAL, _non_negative, add_config_arguments, add_html_argument, base_parser,
-                  locked_log_dirs, parse_time_ms, progress, start_job, table_path, write_html, write_report)
+                      locked_log_dirs, parse_time_ms, progress, start_job, table_path, write_html, write_report)
 from udfs.partitions import (cached_checkpoints, folders_frame, map_folders, partition_folders_of, spark_arrow_schema,
-                         topics_option)
+                             topics_option)
 from udfs.progress import count_folders
 from udfs.session import build_session
 

@@ -20,7 +20,7 @@ Modules, one Kafka concept each:
 """
 from kafkalog.cleaner.cleanable import CleanableOffsets, NotCleanableReason, SegmentStats, cleanable_offsets
 from kafkalog.cleaner.cleaner import (PartitionCleanResult, PartitionPlan, build_partition_offset_map, clean_log_dir,
-                      clean_partition, offset_map_entries, plan_partition)
+                                      clean_partition, offset_map_entries, plan_partition)
 from kafkalog.cleaner.offset_map import ExactOffsetMap, OffsetMap
 from kafkalog.cleaner.record_filter import BatchRetention, FilterCounts, RecordReason
 from kafkalog.log.recover import PartitionRecovery, recover_log_dirs, recover_partition

@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Callable, Collection, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from kafkalog.checkpoint import (CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
-                          fsync_dir, read_offset_checkpoint, write_offset_checkpoint)
+                                 fsync_dir, read_offset_checkpoint, write_offset_checkpoint)
 from kafkalog.config import BrokerConfig, KafkaConfigs, LogConfig
 from kafkalog.log import durable
 from kafkalog.errors import KafkalogError, LogDirLockedError
@@ -63,7 +63,7 @@ from kafkalog.format.record_batch import crc32c_update
 from kafkalog.index.builder import IndexAppender
 from kafkalog.index.transaction_index import TransactionIndex
 from kafkalog.log.logdir import (CLEANED_SUFFIX, DELETED_SUFFIX, SNAPSHOT_SUFFIX, SWAP_SUFFIX, format_segment_file_name,
-                      describe_lock_holder, is_locked, lock_log_dir, parse_partition_dir_name, parse_segment_file_name)
+                                 describe_lock_holder, is_locked, lock_log_dir, parse_partition_dir_name, parse_segment_file_name)
 from kafkalog.log.producer_snapshot import read_producer_snapshot
 from kafkalog.cleaner import producer_state as ps
 from kafkalog.cleaner.cleanable import CleanableOffsets, cleanable_offsets
@@ -71,10 +71,10 @@ from kafkalog.cleaner import fast_filter
 from kafkalog.cleaner import key_map as km
 from kafkalog.cleaner.key_walk import KeyVerdicts, build_key_verdicts
 from kafkalog.log.local_log import (LogSegment, batches_of, collect_aborted_transactions, load_segments, pending_swap_files,
-                        read_batches, read_windows, start_position)
+                                    read_batches, read_windows, start_position)
 from kafkalog.cleaner.offset_map import ExactOffsetMap, OffsetMap, build_offset_map, map_entries
 from kafkalog.cleaner.record_filter import (BatchRetention, FilterCounts, FilteredBatch, RecordReason, filter_batch,
-                            is_batch_last_record_of_producer)
+                                            is_batch_last_record_of_producer)
 from kafkalog.cleaner.segment_grouping import GroupableSegment, group_segments_by_size
 from kafkalog.cleaner.transaction_metadata import CleanedTransactionMetadata
 

@@ -27,7 +27,7 @@ from kafkalog.log.local_log import SourceWindow
 from kafkalog.cleaner.offset_map import ExactOffsetMap, OffsetMap
 from kafkalog.cleaner.producer_state import LastRecord
 from kafkalog.cleaner.record_filter import (DELETE_IF_EMPTY, BatchRetention, FilterCounts, FilteredBatch, RecordReason,
-                            check_batch_retention, is_batch_last_record_of_producer)
+                                            check_batch_retention, is_batch_last_record_of_producer)
 from kafkalog.cleaner.transaction_metadata import CleanedTransactionMetadata
 
 REASONS = list(RecordReason)

@@ -18,7 +18,7 @@ from kafkalog.errors import KafkalogError
 from kafkalog.log.logdir import parse_partition_dir_name
 from kafkalog.cleaner.cleanable import NotCleanableReason
 from kafkalog.cleaner.cleaner import (OUTCOME_DONE, OUTCOME_DRY_RUN, OUTCOME_FAILED, OUTCOME_NOT_NEEDED, PartitionCleanResult,
-                      clean_partition, plan_partition)
+                                      clean_partition, plan_partition)
 from kafkalog.log.local_log import pending_swap_files
 from kafkalog.log.recover import recover_partition
 

@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from kafkalog.errors import (BatchSizeError, CorruptRecordError, CrcMismatchError, InvalidRecordError, KafkalogError,
-                      TruncatedBatchError, UnknownMagicError)
+                             TruncatedBatchError, UnknownMagicError)
 from kafkalog.format import legacy_record as legacy
 from kafkalog.format import record_batch as rb
 from kafkalog.format.native import native_functions

@@ -1,40 +1,40 @@
 """Kafka's segment indexes: the offset index (``.index``), the time index (``.timeindex``), the
 aborted-transaction index (``.txnindex``), and building them from a segment's batches."""
 from kafkalog.index.builder import (
-    CONTROL_TYPE_ABORT,
-    CONTROL_TYPE_COMMIT,
-    DEFAULT_INDEX_INTERVAL_BYTES,
-    IndexAppender,
-    build_indexes,
-    build_transaction_index,
-    replay_transactions,
-)
+                                    CONTROL_TYPE_ABORT,
+                                    CONTROL_TYPE_COMMIT,
+                                    DEFAULT_INDEX_INTERVAL_BYTES,
+                                    IndexAppender,
+                                    build_indexes,
+                                    build_transaction_index,
+                                    replay_transactions,
+                                    )
 from kafkalog.index.offset_index import (
-    OFFSET_ENTRY_SIZE,
-    OffsetIndex,
-    base_offset_from_index_name,
-    empty_offset_index,
-    parse_offset_index,
-    read_offset_index,
-    write_offset_index,
-)
+                                         OFFSET_ENTRY_SIZE,
+                                         OffsetIndex,
+                                         base_offset_from_index_name,
+                                         empty_offset_index,
+                                         parse_offset_index,
+                                         read_offset_index,
+                                         write_offset_index,
+                                         )
 from kafkalog.index.time_index import (
-    TIME_ENTRY_SIZE,
-    TimeIndex,
-    empty_time_index,
-    parse_time_index,
-    read_time_index,
-    write_time_index,
-)
+                                       TIME_ENTRY_SIZE,
+                                       TimeIndex,
+                                       empty_time_index,
+                                       parse_time_index,
+                                       read_time_index,
+                                       write_time_index,
+                                       )
 from kafkalog.index.transaction_index import (
-    TXN_ENTRY_SIZE,
-    AbortedTxn,
-    TransactionIndex,
-    TxnIndexSearchResult,
-    parse_transaction_index,
-    read_transaction_index,
-    write_transaction_index,
-)
+                                              TXN_ENTRY_SIZE,
+                                              AbortedTxn,
+                                              TransactionIndex,
+                                              TxnIndexSearchResult,
+                                              parse_transaction_index,
+                                              read_transaction_index,
+                                              write_transaction_index,
+                                              )
 
 __all__ = [
     "CONTROL_TYPE_ABORT",

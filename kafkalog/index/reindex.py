@@ -48,7 +48,7 @@ from kafkalog.index.offset_index import write_offset_index
 from kafkalog.index.time_index import write_time_index
 from kafkalog.index.transaction_index import write_transaction_index
 from kafkalog.index.verify import (CORRUPT, IDENTICAL, MISSING, OFFSET_INDEX, TIME_INDEX, TXN_INDEX, VALID,
-                                 DEFAULT_SEGMENT_INDEX_BYTES, SegmentVerification, verify_segment)
+                                   DEFAULT_SEGMENT_INDEX_BYTES, SegmentVerification, verify_segment)
 from kafkalog.format.file_records import MappedFile, recovery_valid_bytes
 from kafkalog.log.logdir import PartitionDir, scan_partition_dir
 from kafkalog.log.producer_snapshot import read_producer_snapshot

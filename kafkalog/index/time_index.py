@@ -21,13 +21,13 @@ import numpy as np
 
 from kafkalog.errors import CorruptIndexError
 from kafkalog.index.offset_index import (
-    _check_int32,
-    _frozen_int64,
-    _read_file,
-    _valid_prefix,
-    atomic_write,
-    base_offset_from_index_name,
-)
+                                         _check_int32,
+                                         _frozen_int64,
+                                         _read_file,
+                                         _valid_prefix,
+                                         atomic_write,
+                                         base_offset_from_index_name,
+                                         )
 
 TIME_ENTRY_SIZE = 12
 TIMESTAMP_POS = 0

@@ -46,20 +46,20 @@ from pathlib import Path
 from typing import Iterable, Iterator, Optional, Union
 
 from kafkalog.checkpoint import (
-    CLEAN_SHUTDOWN_FILE,
-    LEADER_EPOCH_CHECKPOINT,
-    LOCK_FILE,
-    META_PROPERTIES,
-    OFFSET_CHECKPOINTS,
-    PARTITION_METADATA,
-    TMP_SUFFIX,
-    MetaProperties,
-    read_clean_shutdown,
-    read_leader_epoch_checkpoint,
-    read_meta_properties,
-    read_offset_checkpoint,
-    read_partition_metadata,
-)
+                                 CLEAN_SHUTDOWN_FILE,
+                                 LEADER_EPOCH_CHECKPOINT,
+                                 LOCK_FILE,
+                                 META_PROPERTIES,
+                                 OFFSET_CHECKPOINTS,
+                                 PARTITION_METADATA,
+                                 TMP_SUFFIX,
+                                 MetaProperties,
+                                 read_clean_shutdown,
+                                 read_leader_epoch_checkpoint,
+                                 read_meta_properties,
+                                 read_offset_checkpoint,
+                                 read_partition_metadata,
+                                 )
 from kafkalog.errors import InvalidFileNameError, KafkalogError, LogDirLockedError
 
 try:

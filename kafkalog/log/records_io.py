@@ -25,7 +25,7 @@ from kafkalog.format.buffer_pool import available_memory_bytes
 from kafkalog.format import decoder
 from kafkalog.format.decoder import BatchSlices, PartitionId, decode_window, needs_slicing
 from kafkalog.format.file_records import (OK_END, OK_WINDOW, HeaderArrays, MappedFile, check_crcs, crc_error,
-                                  resolve_engine, scan_buffer, walk_error, _scan)
+                                          resolve_engine, scan_buffer, walk_error, _scan)
 from kafkalog.format.schema import RECORD_SCHEMA
 
 DEFAULT_WINDOW_BYTES = 16 << 20       # file bytes walked per window; decoded data per RecordBatch is bounded too

@@ -34,7 +34,7 @@ from kafkalog.checkpoint import fsync_dir
 from kafkalog.errors import KafkalogError, LogDirLockedError
 from kafkalog.format.file_records import scan_batches
 from kafkalog.log.logdir import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX,
-                      TXN_INDEX_SUFFIX, format_segment_file_name, is_locked, lock_log_dir, scan_log_dir)
+                                 TXN_INDEX_SUFFIX, format_segment_file_name, is_locked, lock_log_dir, scan_log_dir)
 
 KRAFT_DELETED_SUFFIX = ".checkpoint.deleted"   # Snapshots.DELETE_SUFFIX: left to KRaft's own recovery
 INDEX_FILE_SUFFIXES = tuple("." + s for s in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX))  # isIndexFile

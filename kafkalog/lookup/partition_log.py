@@ -99,13 +99,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kafkalog.checkpoint import (LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
-                         EpochEntry, read_leader_epoch_checkpoint, read_offset_checkpoint)
+                                 EpochEntry, read_leader_epoch_checkpoint, read_offset_checkpoint)
 from kafkalog.errors import CorruptIndexError, CorruptRecordError, KafkalogError, OffsetOutOfRangeError, OffsetOverflowError
 from kafkalog.format.compression import DEFAULT_MAX_BATCH_BYTES
 from kafkalog.format.decoder import PartitionId, decode_window
 from kafkalog.format.record_stamps import batch_stamps
 from kafkalog.format.file_records import (ERR_TRUNCATED, OK_END, OK_WINDOW, HeaderArrays,
-                                  MappedFile, _scan, check_crcs, crc_error, resolve_engine, scan_buffer, walk_error)
+                                          MappedFile, _scan, check_crcs, crc_error, resolve_engine, scan_buffer, walk_error)
 from kafkalog.index.builder import DEFAULT_INDEX_INTERVAL_BYTES, build_indexes
 from kafkalog.index.offset_index import OffsetIndex, empty_offset_index, read_offset_index
 from kafkalog.index.time_index import TIME_ENTRY_SIZE, TimeIndex, empty_time_index, read_time_index

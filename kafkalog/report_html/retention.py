@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Optional
 
 from kafkalog.report_html.page import (DELETE_COLOUR, EARLIER_COLOUR, KEEP_COLOUR, Column, Page, format_number, human_bytes, iso_ms,
-                   top_with_rest)
+                                       top_with_rest)
 
 TOPICS_CHARTED = 40                 # topics drawn by name in the per-topic chart; the rest are one bar
 TIMELINES_DRAWN = 6                 # partitions whose time line is drawn when the page opens

@@ -30,11 +30,11 @@ from kafkalog.errors import KafkalogError
 from kafkalog.format.file_records import scan_batches
 from kafkalog.log.producer_snapshot import snapshot_file_name
 from kafkalog.retention.deletion import (DeletionResult, apply_plan, purge_deleted_files, rename_left_behind, renamed_by_run,
-                           updated_log_start_offsets)
+                                         updated_log_start_offsets)
 from kafkalog.log.logdir import (CLEANED_SUFFIX, DELETED_SUFFIX, KRAFT_METADATA_TOPIC, LIVE, LOG_SUFFIX, SWAP_SUFFIX,
-                     format_segment_file_name, parse_partition_dir_name, parse_segment_file_name, scan_partition_dir)
+                                 format_segment_file_name, parse_partition_dir_name, parse_segment_file_name, scan_partition_dir)
 from kafkalog.retention.policy import (HW_MISSING_ZERO, NO_PRODUCER_SNAPSHOT, LogState, Segment, keep_active_segment,
-                        plan_retention, resolve_high_watermark)
+                                       plan_retention, resolve_high_watermark)
 
 PLANNED, APPLIED, SKIPPED, ERROR = "planned", "applied", "skipped", "error"
 EARLIER_ATTEMPT = "earlier attempt"      # the rule of a segment an earlier attempt of this run deleted

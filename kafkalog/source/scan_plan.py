@@ -49,8 +49,8 @@ from kafkalog.index.offset_index import read_offset_index
 from kafkalog.index.transaction_index import AbortedTxn
 from kafkalog.index.time_index import read_time_index
 from kafkalog.source.options import (EARLIEST, KIND_EARLIEST, KIND_LATEST, KIND_OFFSETS, KIND_TIMESTAMP,
-                                   KIND_TIMESTAMPS, LATEST, STRATEGY_LATEST, OffsetSpec, SourceOptions,
-                                   SourceOptionError, TopicPartition)
+                                     KIND_TIMESTAMPS, LATEST, STRATEGY_LATEST, OffsetSpec, SourceOptions,
+                                     SourceOptionError, TopicPartition)
 from kafkalog.log.logdir import LIVE, scan_log_dirs
 from kafkalog.log.records_io import iter_segment
 

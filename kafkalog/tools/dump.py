@@ -107,8 +107,8 @@ from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple
 
 from kafkalog.errors import (BatchSizeError, CheckpointError, CorruptIndexError, CorruptRecordError, CrcMismatchError,
-                     InvalidFileNameError, InvalidRecordError, KafkalogError, TruncatedBatchError, UnknownCodecError,
-                     UnknownMagicError)
+                             InvalidFileNameError, InvalidRecordError, KafkalogError, TruncatedBatchError, UnknownCodecError,
+                             UnknownMagicError)
 from kafkalog.coordinator.message import MessageReader
 from kafkalog.coordinator.record import decode_record, kafka_dump_text, record_json
 from kafkalog.format import control_record as cr

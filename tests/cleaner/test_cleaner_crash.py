@@ -20,7 +20,7 @@ from kafkalog.format import control_record as cr
 from kafkalog.log.records_io import read_segment
 
 from cleaner_model import (DAY, T0, TOPIC, data, flatten, log_config, marker, read_partition, records_of,
-                                write_partition)
+                           write_partition)
 
 NOW = T0 + 10 * DAY
 

@@ -21,7 +21,7 @@ from kafkalog.cleaner import producer_state as ps
 from kafkalog.log.producer_snapshot import ProducerSnapshot, ProducerSnapshotEntry, write_producer_snapshot
 
 from cleaner_model import (B, DAY, T0, clean, data, flatten, log_config, marker, read_partition, reference_round,
-                                write_partition)
+                           write_partition)
 from kafkalog.format import control_record as cr
 
 

@@ -14,7 +14,7 @@ from kafkalog.format import control_record as cr
 from kafkalog.log.logdir import format_segment_file_name
 
 from cleaner_model import (DAY, T0, TOPIC, clean, data, encode, flatten, marker, read_partition,
-                                records_of, reference_round, write_partition, aborted_txns)
+                           records_of, reference_round, write_partition, aborted_txns)
 
 KEYS = [b"a", b"b", b"c", b"d", b"e", None]
 

@@ -11,12 +11,12 @@ from hypothesis import strategies as st
 
 from kafkalog.errors import CorruptIndexError, OffsetOverflowError
 from kafkalog.index import (
-    IndexAppender,
-    OffsetIndex,
-    build_indexes,
-    read_offset_index,
-    read_time_index,
-)
+                            IndexAppender,
+                            OffsetIndex,
+                            build_indexes,
+                            read_offset_index,
+                            read_time_index,
+                            )
 
 INT32_MAX = 2**31 - 1
 

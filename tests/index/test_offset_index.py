@@ -10,14 +10,14 @@ from hypothesis import strategies as st
 
 from kafkalog.errors import CorruptIndexError, InvalidFileNameError, OffsetOverflowError
 from kafkalog.index import (
-    OFFSET_ENTRY_SIZE,
-    OffsetIndex,
-    base_offset_from_index_name,
-    empty_offset_index,
-    parse_offset_index,
-    read_offset_index,
-    write_offset_index,
-)
+                            OFFSET_ENTRY_SIZE,
+                            OffsetIndex,
+                            base_offset_from_index_name,
+                            empty_offset_index,
+                            parse_offset_index,
+                            read_offset_index,
+                            write_offset_index,
+                            )
 from kafkalog.index.offset_index import OFFSET_ENTRY_DTYPE
 
 PREALLOCATED_INDEX_BYTES = 10 * 1024 * 1024  # segment.index.bytes default, 1,310,720 slots

@@ -10,13 +10,13 @@ from hypothesis import strategies as st
 
 from kafkalog.errors import CorruptIndexError, InvalidFileNameError, OffsetOverflowError
 from kafkalog.index import (
-    TIME_ENTRY_SIZE,
-    TimeIndex,
-    empty_time_index,
-    parse_time_index,
-    read_time_index,
-    write_time_index,
-)
+                            TIME_ENTRY_SIZE,
+                            TimeIndex,
+                            empty_time_index,
+                            parse_time_index,
+                            read_time_index,
+                            write_time_index,
+                            )
 from kafkalog.index.time_index import TIME_ENTRY_DTYPE
 
 PREALLOCATED_TIMEINDEX_BYTES = 10_485_756  # roundDown(10 MiB, 12): 873,813 slots

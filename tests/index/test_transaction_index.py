@@ -12,15 +12,15 @@ from hypothesis import strategies as st
 
 from kafkalog.errors import CorruptIndexError, InvalidFileNameError
 from kafkalog.index import (
-    TXN_ENTRY_SIZE,
-    AbortedTxn,
-    TransactionIndex,
-    build_transaction_index,
-    parse_transaction_index,
-    read_transaction_index,
-    replay_transactions,
-    write_transaction_index,
-)
+                            TXN_ENTRY_SIZE,
+                            AbortedTxn,
+                            TransactionIndex,
+                            build_transaction_index,
+                            parse_transaction_index,
+                            read_transaction_index,
+                            replay_transactions,
+                            write_transaction_index,
+                            )
 
 ABORT, COMMIT = 0, 1
 

@@ -15,7 +15,7 @@ import pytest
 from kafkalog import checkpoint
 from kafkalog.log import durable
 from kafkalog.log.durable import (FenceLostError, Ownership, OwnershipError, SymlinkRefusedError, can_give, fenced,
-                              ownership_problem)
+                                  ownership_problem)
 from kafkalog.log.logdir import LockFence, held_fences, lock_log_dir
 
 from logdirs import make_partition

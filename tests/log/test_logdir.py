@@ -15,19 +15,19 @@ from hypothesis import given, strategies as st
 from kafkalog.log import logdir
 from kafkalog.errors import InvalidFileNameError, LogDirLockedError
 from kafkalog.log.logdir import (
-    SEGMENT_SUFFIXES,
-    TEMP_SUFFIXES,
-    SegmentFileName,
-    format_partition_dir_name,
-    format_segment_file_name,
-    is_locked,
-    lock_log_dir,
-    parse_partition_dir_name,
-    parse_segment_file_name,
-    scan_log_dir,
-    scan_log_dirs,
-    scan_partition_dir,
-)
+                                 SEGMENT_SUFFIXES,
+                                 TEMP_SUFFIXES,
+                                 SegmentFileName,
+                                 format_partition_dir_name,
+                                 format_segment_file_name,
+                                 is_locked,
+                                 lock_log_dir,
+                                 parse_partition_dir_name,
+                                 parse_segment_file_name,
+                                 scan_log_dir,
+                                 scan_log_dirs,
+                                 scan_partition_dir,
+                                 )
 
 HEX = "2308294e39dc4a44ab8183f587805af2"
 

@@ -14,16 +14,16 @@ from hypothesis import given, strategies as st
 
 from kafkalog.errors import CheckpointError, InvalidFileNameError
 from kafkalog.log.producer_snapshot import (
-    ENTRY_SIZE,
-    HEADER_SIZE,
-    ProducerSnapshot,
-    ProducerSnapshotEntry,
-    format_producer_snapshot,
-    parse_producer_snapshot,
-    read_producer_snapshot,
-    snapshot_file_name,
-    write_producer_snapshot,
-)
+                                            ENTRY_SIZE,
+                                            HEADER_SIZE,
+                                            ProducerSnapshot,
+                                            ProducerSnapshotEntry,
+                                            format_producer_snapshot,
+                                            parse_producer_snapshot,
+                                            read_producer_snapshot,
+                                            snapshot_file_name,
+                                            write_producer_snapshot,
+                                            )
 
 ENTRY = ProducerSnapshotEntry(producer_id=0, producer_epoch=0, last_sequence=7728, last_offset=7728,
                               offset_delta=0, timestamp=1753819153914, coordinator_epoch=-1,

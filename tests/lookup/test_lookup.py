@@ -32,10 +32,10 @@ from kafkalog.index.offset_index import write_offset_index
 from kafkalog.index.time_index import write_time_index
 from kafkalog.log.logdir import format_segment_file_name
 from kafkalog.lookup.partition_log import (BEYOND_HIGH_WATERMARK, EARLIEST_TIMESTAMP, FOUND, LATEST_TIERED_TIMESTAMP,
-                             LATEST_TIMESTAMP, MAX_TIMESTAMP, NO_TIERED_STORAGE, NO_TIMESTAMPS, NOT_IN_SEGMENT,
-                             PAST_END, OffsetOutOfRangeError, PartitionLog, clamp_high_watermark, earliest_epoch,
-                             effective_log_start_offset, first_segment_reaching, floor_segment, largest_timestamp,
-                             lookup_offsets, parse_time_spec, running_max)
+                                           LATEST_TIMESTAMP, MAX_TIMESTAMP, NO_TIERED_STORAGE, NO_TIMESTAMPS, NOT_IN_SEGMENT,
+                                           PAST_END, OffsetOutOfRangeError, PartitionLog, clamp_high_watermark, earliest_epoch,
+                                           effective_log_start_offset, first_segment_reaching, floor_segment, largest_timestamp,
+                                           lookup_offsets, parse_time_spec, running_max)
 from kafkalog.format.schema import RECORD_SCHEMA
 from kafkalog.log.records_io import read_segment
 

@@ -10,7 +10,7 @@ from kafkalog import checkpoint
 from kafkalog.catalog import load_partition_path
 from kafkalog.config import configs_from_mappings
 from kafkalog.retention.deletion import (MAX_TAG, MIN_TAG, PlanOutdatedError, apply_plan, deletion_stamp_ns, renamed_by_run,
-                                   run_tag, truncate_epochs_from_start, updated_log_start_offsets)
+                                         run_tag, truncate_epochs_from_start, updated_log_start_offsets)
 from kafkalog.checkpoint import EpochEntry
 from kafkalog.retention.policy import LogState, Segment, plan_retention
 from kafkalog.retention.run import EARLIER_ATTEMPT, finish_log_dir, retain_partition, retention_summary

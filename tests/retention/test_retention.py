@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from kafkalog.config import LogConfig
 from kafkalog.retention.policy import (DELETE, KEEP, LOG_START_OFFSET, RETENTION_BYTES, RETENTION_MS, LogState, Segment,
-                                plan_retention, resolve_high_watermark)
+                                       plan_retention, resolve_high_watermark)
 
 NO_TIME = dict(retention_ms=-1)
 

@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 import kafkalog
 from kafkalog import checkpoint
 from kafkalog.source.options import (KIND_OFFSETS, KIND_TIMESTAMP, READ_COMMITTED, SourceOptionError,
-                                           java_regex_to_python, parse_source_options)
+                                     java_regex_to_python, parse_source_options)
 from kafkalog.source.scan_plan import (MIN_TARGET_BYTES, Bounds, Piece, Predicate, bounds_from_predicates, cut, pack,
-                                plan_scan, target_bytes)
+                                       plan_scan, target_bytes)
 from kafka_python_logs import make_transactional_partition, standard_log_dir
 
 
