@@ -15,7 +15,8 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import kafkalog  # noqa: E402
-from kafkalog import checkpoint, lookup  # noqa: E402
+from kafkalog import checkpoint  # noqa: E402
+from kafkalog.lookup import partition_log as lookup  # noqa: E402
 from kafkalog.format.schema import RECORD_SCHEMA  # noqa: E402
 from kafka_python_logs import (all_records, make_transactional_partition, standard_log_dir,  # noqa: E402
                                timestamps)
