@@ -18,17 +18,17 @@ Modules, one Kafka concept each:
 * ``partition_run``        one partition's round as a job runs it, and its report row
   (the partition loading it uses and the swap recovery live in ``kafkalog.log``: local_log, recover)
 """
-from kafkalog.cleaner.cleanable import CleanableOffsets, NotCleanableReason, SegmentStats, cleanable_offsets
+from kafkalog.cleaner.cleanable import CleanableOffsets, NotCleanableReason, cleanable_offsets
 from kafkalog.cleaner.cleaner import (PartitionCleanResult, PartitionPlan, build_partition_offset_map, clean_log_dir,
                                       clean_partition, offset_map_entries, plan_partition)
 from kafkalog.cleaner.offset_map import ExactOffsetMap, OffsetMap
 from kafkalog.cleaner.record_filter import BatchRetention, FilterCounts, RecordReason
 from kafkalog.log.recover import PartitionRecovery, recover_log_dirs, recover_partition
-from kafkalog.cleaner.segment_grouping import GroupableSegment, group_segments_by_size
+from kafkalog.cleaner.segment_grouping import group_segments_by_size
 
 __all__ = [
-    "BatchRetention", "CleanableOffsets", "ExactOffsetMap", "FilterCounts", "GroupableSegment", "NotCleanableReason",
-    "OffsetMap", "PartitionCleanResult", "PartitionPlan", "PartitionRecovery", "RecordReason", "SegmentStats",
+    "BatchRetention", "CleanableOffsets", "ExactOffsetMap", "FilterCounts", "NotCleanableReason",
+    "OffsetMap", "PartitionCleanResult", "PartitionPlan", "PartitionRecovery", "RecordReason",
     "build_partition_offset_map", "clean_log_dir", "clean_partition", "cleanable_offsets", "group_segments_by_size",
     "offset_map_entries", "plan_partition", "recover_log_dirs", "recover_partition",
 ]

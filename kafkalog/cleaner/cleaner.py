@@ -53,8 +53,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Collection, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
-from kafkalog.checkpoint import (CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
-                                 fsync_dir, read_offset_checkpoint, write_offset_checkpoint)
+from kafkalog.checkpoint import (CLEANER_OFFSET_CHECKPOINT, fsync_dir, read_offset_checkpoint, write_offset_checkpoint)
 from kafkalog.config import BrokerConfig, KafkaConfigs, LogConfig
 from kafkalog.log import durable
 from kafkalog.errors import KafkalogError, LogDirLockedError
@@ -70,12 +69,14 @@ from kafkalog.cleaner.cleanable import CleanableOffsets, cleanable_offsets
 from kafkalog.cleaner import fast_filter
 from kafkalog.cleaner import key_map as km
 from kafkalog.cleaner.key_walk import KeyVerdicts, build_key_verdicts
-from kafkalog.log.local_log import (LogSegment, batches_of, collect_aborted_transactions, load_segments, pending_swap_files,
+from kafkalog.log.local_log import (SegmentHandle, batches_of, high_watermark as loaded_high_watermark,
+                                    log_start_offset as loaded_log_start_offset, read_log_dir_checkpoints, collect_aborted_transactions, load_segments, pending_swap_files,
                                     read_batches, read_windows, start_position)
 from kafkalog.cleaner.offset_map import ExactOffsetMap, OffsetMap, build_offset_map, map_entries
 from kafkalog.cleaner.record_filter import (BatchRetention, FilterCounts, FilteredBatch, RecordReason, filter_batch,
                                             is_batch_last_record_of_producer)
-from kafkalog.cleaner.segment_grouping import GroupableSegment, group_segments_by_size
+from kafkalog.cleaner.segment_grouping import group_segments_by_size
+from kafkalog.topic_partition import TopicPartition
 from kafkalog.cleaner.transaction_metadata import CleanedTransactionMetadata
 
 # Steps reported to ``on_step(step, path)`` (tests raise there to simulate a crash).
@@ -116,7 +117,7 @@ class PartitionPlan:
     partition: int
     config: LogConfig
     now_ms: int
-    segments: List[LogSegment]
+    segments: List[SegmentHandle]
     log_start_offset: int
     log_end_offset: int
     high_watermark: int
@@ -133,14 +134,10 @@ class PartitionPlan:
     def upper_bound_offset(self) -> int:
         return self.offsets.upper_bound_offset
 
-    def dirty_segments(self) -> List[LogSegment]:
+    def dirty_segments(self) -> List[SegmentHandle]:
         lo, hi = self.first_dirty_offset, self.upper_bound_offset
         return [s for i, s in enumerate(self.segments)
                 if s.base_offset < hi and (i + 1 == len(self.segments) or self.segments[i + 1].base_offset > lo)]
-
-
-def _log_dir_offsets(log_dir: Path, name: str) -> Dict[Tuple[str, int], int]:
-    return read_offset_checkpoint(log_dir / name)
 
 
 def _seed_producer_state(partition_dir: Path, segment_bases: Sequence[int], log_start_offset: int,
@@ -189,16 +186,18 @@ def plan_partition(partition_dir, *, config: LogConfig, now_ms: int, broker: Bro
     if not segments:
         raise KafkalogError("the partition folder holds no segment", path=path)
     log_dir = path.parent
-    tp = (topic, partition)
-    first_base = segments[0].base_offset
+    tp = TopicPartition(topic, partition)
+    checkpoints = None
+    if log_start_offset is None or high_watermark is None or checkpoint_offset == -1:
+        checkpoints = read_log_dir_checkpoints(log_dir, cleaner=True).require()
     if log_start_offset is None:
-        log_start_offset = max(_log_dir_offsets(log_dir, LOG_START_OFFSET_CHECKPOINT).get(tp, first_base), first_base)
+        log_start_offset = loaded_log_start_offset(checkpoints.log_start_offsets.get(tp), segments[0].base_offset)
     leo = segments[-1].next_offset
     if high_watermark is None:
-        high_watermark = _log_dir_offsets(log_dir, REPLICATION_OFFSET_CHECKPOINT).get(tp, 0)
-    high_watermark = min(max(high_watermark, log_start_offset), leo)
+        high_watermark = checkpoints.high_watermarks.get(tp)
+    high_watermark = loaded_high_watermark(high_watermark, log_start_offset=log_start_offset, log_end_offset=leo)
     if checkpoint_offset == -1:
-        checkpoint_offset = _log_dir_offsets(log_dir, CLEANER_OFFSET_CHECKPOINT).get(tp)
+        checkpoint_offset = checkpoints.cleaner_offsets.get(tp)
     expiration = int(broker.setting("producer.id.expiration.ms"))
     state, replay_from = _seed_producer_state(path, [s.base_offset for s in segments], log_start_offset, leo,
                                               now_ms, expiration)
@@ -208,7 +207,7 @@ def plan_partition(partition_dir, *, config: LogConfig, now_ms: int, broker: Bro
     fuo = ps.first_unstable_offset(state)
     if fuo is not None:         # UnifiedLog.maybeIncrementFirstUnstableOffset: never below the log start
         fuo = max(fuo, log_start_offset)
-    offsets = cleanable_offsets(segments=[s.stats for s in segments], log_start_offset=log_start_offset,
+    offsets = cleanable_offsets(segments=[s.segment for s in segments], log_start_offset=log_start_offset,
                                 log_end_offset=leo, checkpoint_offset=checkpoint_offset,
                                 high_watermark=high_watermark, first_unstable_offset=fuo, now_ms=now_ms,
                                 config=config)
@@ -447,7 +446,7 @@ class _Chunk:
 @dataclass
 class _GroupOutput:
     base_offset: int
-    sources: List[LogSegment]
+    sources: List[SegmentHandle]
     sink: _Sink
     appender: IndexAppender
     txn_entries: list
@@ -471,7 +470,7 @@ class _GroupOutput:
                                  offset_of_max_timestamp=chunk.max_ts_offset)
 
 
-def _clean_group(plan: PartitionPlan, sources: List[LogSegment], offset_map: OffsetMap,
+def _clean_group(plan: PartitionPlan, sources: List[SegmentHandle], offset_map: OffsetMap,
                  io_buffer_size: int, result: PartitionCleanResult, record_decisions: RecordDecisions,
                  sink: _Sink, tracker: CleanedTransactionMetadata, ordinals: Dict[int, int]) -> _GroupOutput:
     """Recopy one group into ``sink``. ``tracker`` is the round's: the groups of a round are cleaned
@@ -515,7 +514,7 @@ def _clean_group(plan: PartitionPlan, sources: List[LogSegment], offset_map: Off
     return out
 
 
-def _clean_segment_fast(plan: PartitionPlan, seg: LogSegment, chunks, tracker: CleanedTransactionMetadata,
+def _clean_segment_fast(plan: PartitionPlan, seg: SegmentHandle, chunks, tracker: CleanedTransactionMetadata,
                         offset_map: OffsetMap, result: PartitionCleanResult, record_decisions: RecordDecisions,
                         out: "_GroupOutput", ordinal: int) -> None:
     """The chunk loop of ``_clean_group`` for one source segment, over decoded windows; ``ordinal``:
@@ -744,7 +743,7 @@ def _clean_locked(partition_dir: Path, *, config: LogConfig, now_ms: int, broker
             ordinals[s.base_offset] = ordinal
             ordinal += int(np.maximum(s.scan().headers.recordsCount.astype(np.int64), 0).sum())
         groups = group_segments_by_size(
-            [GroupableSegment(s.base_offset, s.size_bytes, s.offset_index_bytes, s.time_index_bytes) for s in recopied],
+            [s.segment for s in recopied],
             max_size=config.segment_bytes, max_index_size=config.segment_index_bytes,
             first_uncleanable_offset=plan.upper_bound_offset)
         io_size = io_buffer_size or default_io_buffer_size(broker)
@@ -760,7 +759,7 @@ def _clean_locked(partition_dir: Path, *, config: LogConfig, now_ms: int, broker
                                  ordinals)
                 result.counts.add(g.counts)
                 result.groups.append(GroupResult(g.base_offset, [s.base_offset for s in sources],
-                                                 sum(s.size_bytes for s in sources), g.sink.size,
+                                                 sum(s.size for s in sources), g.sink.size,
                                                  len(g.txn_entries), g.counts))
                 if dry_run:
                     g.appender.finish()          # raises here if the indexes could not be built

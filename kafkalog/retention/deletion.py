@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping, Optional
 
-from kafkalog.catalog import PartitionState
+from kafkalog.log.local_log import LocalLog
 from kafkalog.checkpoint import (LEADER_EPOCH_CHECKPOINT, EpochEntry, fsync_dir, read_leader_epoch_checkpoint,
                                  write_leader_epoch_checkpoint)
 from kafkalog.log.durable import ownership_for, remove, rename, set_mtime, write_file
@@ -129,7 +129,7 @@ def _sibling_model(path: Path) -> Path:
     return siblings[-1] if siblings else path.parent
 
 
-def apply_plan(state: PartitionState, plan: RetentionPlan, *, now_ms: int, tag: int = 0,
+def apply_plan(state: LocalLog, plan: RetentionPlan, *, now_ms: int, tag: int = 0,
                result: Optional[DeletionResult] = None) -> DeletionResult:
     """Steps 1–4 above for one partition. Everything that can be checked is checked before anything
     is touched (PlanOutdatedError, or the leader-epoch file's CheckpointError); ``result`` (pass your
