@@ -69,9 +69,10 @@ from kafkalog.cleaner.cleanable import CleanableOffsets, cleanable_offsets
 from kafkalog.cleaner import fast_filter
 from kafkalog.cleaner import key_map as km
 from kafkalog.cleaner.key_walk import KeyVerdicts, build_key_verdicts
-from kafkalog.log.local_log import (SegmentHandle, batches_of, high_watermark as loaded_high_watermark,
-                                    log_start_offset as loaded_log_start_offset, read_log_dir_checkpoints, collect_aborted_transactions, load_segments, pending_swap_files,
-                                    read_batches, read_windows, start_position)
+from kafkalog.cleaner.source_segments import batches_of, load_segments, read_batches, read_windows, start_position
+from kafkalog.log.local_log import (collect_aborted_transactions, pending_swap_files, read_log_dir_checkpoints)
+from kafkalog.log import local_log
+from kafkalog.log.segment import SegmentHandle
 from kafkalog.cleaner.offset_map import ExactOffsetMap, OffsetMap, build_offset_map, map_entries
 from kafkalog.cleaner.record_filter import (BatchRetention, FilterCounts, FilteredBatch, RecordReason, filter_batch,
                                             is_batch_last_record_of_producer)
@@ -191,11 +192,11 @@ def plan_partition(partition_dir, *, config: LogConfig, now_ms: int, broker: Bro
     if log_start_offset is None or high_watermark is None or checkpoint_offset == -1:
         checkpoints = read_log_dir_checkpoints(log_dir, cleaner=True).require()
     if log_start_offset is None:
-        log_start_offset = loaded_log_start_offset(checkpoints.log_start_offsets.get(tp), segments[0].base_offset)
+        log_start_offset = local_log.log_start_offset(checkpoints.log_start_offsets.get(tp), segments[0].base_offset)
     leo = segments[-1].next_offset
     if high_watermark is None:
         high_watermark = checkpoints.high_watermarks.get(tp)
-    high_watermark = loaded_high_watermark(high_watermark, log_start_offset=log_start_offset, log_end_offset=leo)
+    high_watermark = local_log.high_watermark(high_watermark, log_start_offset=log_start_offset, log_end_offset=leo)
     if checkpoint_offset == -1:
         checkpoint_offset = checkpoints.cleaner_offsets.get(tp)
     expiration = int(broker.setting("producer.id.expiration.ms"))

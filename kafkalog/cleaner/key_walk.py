@@ -28,7 +28,9 @@ from kafkalog.format.decoder import decode_window, decompress_batches
 from kafkalog.format.file_records import HeaderArrays, MappedFile
 from kafkalog.format.varint import read_varint, read_varlong
 from kafkalog.cleaner import key_map as km
-from kafkalog.log.local_log import SegmentHandle, collect_aborted_transactions, start_position
+from kafkalog.cleaner.source_segments import start_position
+from kafkalog.log.local_log import collect_aborted_transactions
+from kafkalog.log.segment import SegmentHandle
 from kafkalog.topic_partition import UNKNOWN_PARTITION
 from kafkalog.cleaner.transaction_metadata import CleanedTransactionMetadata
 

@@ -63,14 +63,14 @@ from kafkalog.index.offset_index import OffsetIndex, empty_offset_index, read_of
 from kafkalog.index.time_index import TimeIndex, empty_time_index, read_time_index
 from kafkalog.log.local_log import high_watermark, log_start_offset, read_log_dir_checkpoints
 from kafkalog.log.logdir import scan_partition_dir
-from kafkalog.log.segment import largest_timestamp, running_max
+from kafkalog.log.segment import LogSegment, SegmentHandle, largest_timestamp, running_max
 from kafkalog.lookup.rules import (EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, FOUND, ISOLATION_HIGH_WATERMARK,
                                    ISOLATION_LOG_END, LATEST_TIERED_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP,
                                    NO_LEADER_EPOCH, NO_TIERED_STORAGE, NO_TIMESTAMPS, NOT_IN_SEGMENT, PAST_END,
                                    SPECIAL_TIMESTAMPS, UNKNOWN_TIMESTAMP, BatchPosition, LookupResult, apply_isolation,
                                    check_isolation, earliest_epoch, first_record_at_or_after, first_segment_reaching,
                                    floor_segment, latest_epoch, not_found, offset_index_problem, time_index_problem)
-from kafkalog.lookup.segment_file import (OpenSegment, Window, at_file_position, read_last_time_slot,
+from kafkalog.lookup.segment_file import (Window, at_file_position, read_last_time_slot,
                                           scan_to_end, walk)
 from kafkalog.topic_partition import TopicPartition
 
@@ -93,11 +93,15 @@ class PartitionLog:
         self.engine = resolve_engine(engine)
         self.index_interval_bytes = index_interval_bytes
         self._pid = TopicPartition(self.topic, self.partition)
-        self._segments: List[OpenSegment] = []
-        for files in listing.segments:
+        self._segments: List[SegmentHandle] = []
+        found = listing.segments
+        for i, files in enumerate(found):
             st = os.stat(files.log)
-            # mtime in ms, truncated, as Java's File.lastModified()
-            self._segments.append(OpenSegment(files, st.st_size, st.st_mtime_ns // 1_000_000))
+            # mtime in ms, truncated, as Java's File.lastModified(); the largest timestamp is not read
+            # here but when a query needs it (_max_so_far: two .timeindex slots, or the active tail)
+            segment = LogSegment(files.base_offset, st.st_size, mtime_ms=st.st_mtime_ns // 1_000_000, files=files,
+                                 next_base_offset=found[i + 1].base_offset if i + 1 < len(found) else None)
+            self._segments.append(SegmentHandle(segment, st.st_mtime_ns))
         self.base_offsets = np.array([s.base_offset for s in self._segments], dtype=np.int64)
         checkpoints = read_log_dir_checkpoints(self.log_dir).require()
         self._hw_entry = checkpoints.high_watermarks.get(self._pid)
@@ -116,9 +120,7 @@ class PartitionLog:
 
     def close(self) -> None:
         for seg in self._segments:
-            if seg.fd is not None:
-                os.close(seg.fd)
-                seg.fd = None
+            seg.close()
 
     def __enter__(self) -> "PartitionLog":
         return self
@@ -312,7 +314,7 @@ class PartitionLog:
         position = start.position
         for k in range(i, len(self._segments)):
             seg = self._segments[k]
-            self._ensure_open(seg)
+            seg.open()
             for w in walk(seg, position, self._end_of(k), self.engine):
                 h, bad = w.h, None
                 if verify_crc:
@@ -343,23 +345,19 @@ class PartitionLog:
 
     # --- loading (the only code that reads files) --------------------------------------------
 
-    def _ensure_open(self, seg: OpenSegment) -> None:
-        if seg.fd is None:
-            seg.fd = os.open(seg.files.log, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-
     def _end_of(self, i: int) -> int:
         """Where walking segment i stops: its size, or the valid end of a torn last segment."""
         if i == len(self._segments) - 1:
             if self._last_valid_end is None:
                 self._load_tail()
             return self._last_valid_end
-        return self._segments[i].log_size
+        return self._segments[i].size
 
-    def _load_indexes(self, seg: OpenSegment) -> None:
+    def _load_indexes(self, seg: SegmentHandle) -> None:
         """Read the segment's .index and .timeindex (once), falling back as the module says."""
         if seg.offset_index is not None:
             return
-        self._ensure_open(seg)
+        seg.open()
         files, base = seg.files, seg.base_offset
         problem = None
         oi = ti = None
@@ -368,7 +366,7 @@ class PartitionLog:
         else:
             try:
                 oi = read_offset_index(files.index, base_offset=base)
-                problem = offset_index_problem(oi, seg.log_size)
+                problem = offset_index_problem(oi, seg.size)
             except (CorruptIndexError, OSError) as e:
                 problem = f".index: {getattr(e, 'message', None) or e}"
         if problem is None and files.timeindex is not None:
@@ -386,7 +384,7 @@ class PartitionLog:
         else:
             self._install(seg, oi, ti, from_file=True)
 
-    def _install(self, seg: OpenSegment, oi: OffsetIndex, ti: TimeIndex, *, from_file: bool) -> None:
+    def _install(self, seg: SegmentHandle, oi: OffsetIndex, ti: TimeIndex, *, from_file: bool) -> None:
         changed = seg.last_time_entry is not None
         seg.offset_index, seg.time_index, seg.time_index_from_file = oi, ti, from_file
         last = ti.last_entry()
@@ -396,10 +394,10 @@ class PartitionLog:
             self._active_max = None if seg is self._segments[-1] else self._active_max
         seg.last_time_entry = entry
 
-    def _rebuild(self, seg: OpenSegment, problem: str) -> Tuple[OffsetIndex, TimeIndex]:
+    def _rebuild(self, seg: SegmentHandle, problem: str) -> Tuple[OffsetIndex, TimeIndex]:
         """Both indexes rebuilt in memory from a header walk of the whole .log (LogSegment.recover:
         the walk ends at the first invalid batch)."""
-        self._ensure_open(seg)
+        seg.open()
         seg.rebuilt = True
         h, _valid, _error = scan_to_end(seg, 0, self.engine)
         name = Path(seg.files.log).name
@@ -471,7 +469,7 @@ class PartitionLog:
                                       for i in range(max(n, 0))], dtype=np.int64)
         return self._largest
 
-    def _stamps(self, seg: OpenSegment, w: Window, j: int) -> Tuple[np.ndarray, np.ndarray]:
+    def _stamps(self, seg: SegmentHandle, w: Window, j: int) -> Tuple[np.ndarray, np.ndarray]:
         """(offsets, timestamps) of batch j's records: the light record walk for v2 batches with
         the accel engine, else (legacy data, the python engine, or anything malformed, to get the
         decoder's precise error) the full record decoder."""
@@ -482,7 +480,7 @@ class PartitionLog:
         batch = self._decode(seg, w, j)
         return batch.column("offset").to_numpy(), _timestamps(batch)
 
-    def _decode(self, seg: OpenSegment, w: Window, j: int) -> pa.RecordBatch:
+    def _decode(self, seg: SegmentHandle, w: Window, j: int) -> pa.RecordBatch:
         try:
             batch, _ = decode_window(w.buf, w.h.slice(j, j + 1), self._pid, engine=self.engine, path=seg.files.log,
                                      verify_crc=False)

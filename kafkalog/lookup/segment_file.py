@@ -1,6 +1,7 @@
-"""One segment of a partition opened for lookups: its indexes, loaded when first needed and kept, and
-its ``.log`` read with os.pread in windows that start small and double, so a lookup reads only the
-few index intervals it walks (:class:`kafkalog.lookup.partition_log.PartitionLog` owns these)."""
+"""How lookups read a segment's files: the ``.log`` of a :class:`~kafkalog.log.segment.SegmentHandle`
+with os.pread in windows that start small and double, so a lookup reads only the few index intervals it
+walks, and the last ``.timeindex`` entry from two slots (:class:`~kafkalog.lookup.partition_log.PartitionLog`
+decides what to read)."""
 from __future__ import annotations
 
 import os
@@ -14,9 +15,8 @@ import numpy as np
 from kafkalog.errors import KafkalogError
 from kafkalog.format.file_records import (ERR_TRUNCATED, OK_END, OK_WINDOW, HeaderArrays, MappedFile, _scan,
                                           scan_buffer, walk_error)
-from kafkalog.index.offset_index import OffsetIndex
-from kafkalog.index.time_index import TIME_ENTRY_SIZE, TimeIndex
-from kafkalog.log.logdir import SegmentFiles
+from kafkalog.index.time_index import TIME_ENTRY_SIZE
+from kafkalog.log.segment import SegmentHandle
 
 # --- constants ------------------------------------------------------------------------------
 
@@ -30,26 +30,6 @@ TIME_SLOT = struct.Struct(">qi")  # one .timeindex entry
 
 
 # --- data structures ------------------------------------------------------------------------
-
-@dataclass
-class OpenSegment:
-    """One segment and what has been loaded of it (lazily; the handle owns it)."""
-
-    files: SegmentFiles
-    log_size: int
-    mtime_ms: int
-    offset_index: Optional[OffsetIndex] = None
-    time_index: Optional[TimeIndex] = None
-    time_index_from_file: bool = False     # False: missing (empty) or rebuilt
-    notes: Tuple[str, ...] = ()
-    fd: Optional[int] = None               # the .log, opened when first read (os.pread)
-    rebuilt: bool = False                  # indexes rebuilt from the .log (no second retry)
-    last_time_entry: Optional[Tuple[int, int]] = None   # cached (ts, offset) or (-1, base)
-
-    @property
-    def base_offset(self) -> int:
-        return self.files.base_offset
-
 
 @dataclass
 class Window:
@@ -91,11 +71,11 @@ def at_file_position(error: KafkalogError, base: int) -> KafkalogError:
     return error
 
 
-def pread(seg: OpenSegment, position: int, size: int) -> np.ndarray:
+def pread(seg: SegmentHandle, position: int, size: int) -> np.ndarray:
     return np.frombuffer(os.pread(seg.fd, size, position), dtype=np.uint8)
 
 
-def walk(seg: OpenSegment, start: int, end: int, engine: str, *, tolerate: bool = False) -> Iterator[Window]:
+def walk(seg: SegmentHandle, start: int, end: int, engine: str, *, tolerate: bool = False) -> Iterator[Window]:
     """The batches of ``seg``'s .log from byte ``start`` (a batch boundary) to ``end``, read with
     os.pread in windows that start at FIRST_WINDOW_BYTES and double: only the bytes walked are
     read. Invalid bytes raise the walk's CorruptRecordError, or end the walk quietly with
@@ -121,7 +101,7 @@ def walk(seg: OpenSegment, start: int, end: int, engine: str, *, tolerate: bool 
         raise at_file_position(walk_error(status, buf, stop, len(buf), seg.files.log), pos)
 
 
-def scan_to_end(seg: OpenSegment, start: int, engine: str) -> Tuple[HeaderArrays, int, Optional[KafkalogError]]:
+def scan_to_end(seg: SegmentHandle, start: int, engine: str) -> Tuple[HeaderArrays, int, Optional[KafkalogError]]:
     """All batch headers from ``start`` to the end of the .log (file positions), where the valid
     bytes end, and the first problem (the walk stops there, as Kafka's recovery does). A short
     tail is read with pread; a long one (a rebuild) through a memory map."""
