@@ -84,7 +84,7 @@ class PartitionLog:
     Not thread-safe; cheap to open (lists the folder, reads the checkpoints)."""
 
     def __init__(self, path: PathLike, *, log_dir: Optional[PathLike] = None,
-                 topic_partition: Optional[Tuple[str, int]] = None, engine: str = "auto",
+                 topic_partition: Optional[TopicPartition] = None, engine: str = "auto",
                  index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES):
         self.path = Path(path)
         listing = scan_partition_dir(self.path, log_dir=log_dir, topic_partition=topic_partition)
