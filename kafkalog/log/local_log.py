@@ -81,10 +81,6 @@ class LocalLog:
     dir_listing: Optional[PartitionDir] = field(default=None, repr=False)
 
     @property
-    def topic_partition(self) -> TopicPartition:
-        return TopicPartition(self.topic, self.partition)
-
-    @property
     def size(self) -> int:
         return sum(s.size for s in self.segments)
 

@@ -11,7 +11,6 @@ Use::
         log.translate_offset(1234)                # -> BatchPosition(segment=..., position=...)
         for batch in log.read_records(1234, max_records=10): ...
 
-
 The rules of every answer are :mod:`kafkalog.lookup.rules`' (pure); this module reads the files.
 
 The ACTIVE (last) segment's ``maxTimestampSoFar`` is what a running broker holds in memory: the

@@ -16,7 +16,7 @@ Kafka's rules, one partition, segments oldest -> newest (``UnifiedLog.fetchOffse
 * LATEST (-1): see ISOLATION below; leader epoch = the last ``leader-epoch-checkpoint`` entry.
 * MAX_TIMESTAMP (-3): the first segment (in offset order) with the largest ``maxTimestampSoFar``
   (rolled segment: the last ``.timeindex`` entry, -1 when empty; active segment: the running max of
-  its batches, see below); from ``offsetIndex.lookup(offsetOfMaxTimestamp)`` the first batch whose
+  its batches, as :mod:`kafkalog.log.segment` states it); from ``offsetIndex.lookup(offsetOfMaxTimestamp)`` the first batch whose
   maxTimestamp equals it; answer = (that timestamp, the first record in that batch carrying it).
   Magic-0 data has no timestamps -> not found (``NO_TIMESTAMPS``). Not filtered by the LSO (as in
   Kafka).
@@ -33,15 +33,6 @@ Kafka's rules, one partition, segments oldest -> newest (``UnifiedLog.fetchOffse
   floor segment by base offset, offsetIndex.lookup(offset), then the first batch whose
   lastOffset >= offset; none in that segment -> the next segment. Reads start at a batch boundary
   (records below the offset in that batch are skipped by ``read_records``, as a consumer does).
-
-The ACTIVE (last) segment's ``maxTimestampSoFar`` is what a running broker holds in memory: the
-running max over its batches (strictly greater wins, so on ties the earliest batch). It is computed
-from the last ``.timeindex`` entry plus a header scan of the batches from the last ``.index``
-entry's position to the end (every offset-index entry was written together with a time-index
-offer of the running max, so the entries cover everything before that position); without a usable
-``.timeindex`` the whole segment's headers are scanned. The same short tail scan gives the log end
-offset (LEO). The active segment's largestTimestamp is only computed when no rolled segment reaches
-the target.
 
 Documented choices (where "offline" needs an answer Kafka does not give):
 

@@ -34,6 +34,7 @@ from kafkalog.retention.deletion import (DeletionResult, apply_plan, purge_delet
                                          updated_log_start_offsets)
 from kafkalog.log.logdir import (CLEANED_SUFFIX, DELETED_SUFFIX, KRAFT_METADATA_TOPIC, LIVE, LOG_SUFFIX, SWAP_SUFFIX,
                                  format_segment_file_name, parse_partition_dir_name, parse_segment_file_name, scan_partition_dir)
+from kafkalog.topic_partition import TopicPartition
 from kafkalog.retention.policy import NO_PRODUCER_SNAPSHOT, LogState, keep_active_segment, plan_retention
 
 PLANNED, APPLIED, SKIPPED, ERROR = "planned", "applied", "skipped", "error"
@@ -281,7 +282,7 @@ def finish_log_dir(log_dir: os.PathLike | str, outcomes: Iterable[dict]) -> dict
     changes = {}
     for o in outcomes:     # every applied partition, as a broker rewrites every log's entry: a run after one
         if o.get("status") == APPLIED:   # killed before this step puts right the entries it left stale
-            changes[(o["topic"], o["partition"])] = (o["new_log_start_offset"], o["first_base_offset_after"])
+            changes[TopicPartition(o["topic"], o["partition"])] = (o["new_log_start_offset"], o["first_base_offset_after"])
     if not changes:
         return {"path": os.fspath(path), "changed": []}
     current = read_offset_checkpoint(path)
