@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from kafkalog import checkpoint
-from kafkalog.catalog import read_log_dir_checkpoints
+from kafkalog.log.local_log import read_log_dir_checkpoints
 from kafkalog.config import configs_from_mappings
 from kafkalog.log.logdir import is_locked, lock_holder
 from kafkalog.index.reindex import reindex_partition

@@ -143,7 +143,9 @@ def partition_folders(spark, log_dirs, catalog: Optional[str]) -> dict:
 def answer_queries(rows: list[dict], folders: dict, *, isolation: str, dry_run: bool = False) -> list[dict]:
     """Answer query rows (strings as read) with one PartitionLog per partition; plain Python, so the
     local path and the executors run the same code."""
-    from kafkalog.lookup.partition_log import OffsetOutOfRangeError, PartitionLog, parse_time_spec
+    from kafkalog.errors import OffsetOutOfRangeError
+    from kafkalog.lookup.partition_log import PartitionLog
+    from kafkalog.lookup.rules import parse_time_spec
 
     logs: dict = {}
     out = []

@@ -10,7 +10,8 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 import pyarrow as pa
 
-from kafkalog.catalog import catalog_rows, error_rows, load_partition, read_log_dir_checkpoints
+from kafkalog.catalog import catalog_rows, error_rows
+from kafkalog.log.local_log import load_partition, read_log_dir_checkpoints
 from kafkalog.log.durable import fenced
 from kafkalog.errors import KafkalogError, UsageError
 from kafkalog.log.logdir import REMOTE_INDEX_CACHE_DIR, held_fences, parse_partition_dir_name, scan_partition_dir

@@ -18,7 +18,7 @@ from typing import Optional, Sequence
 import pyarrow as pa
 
 from kafkalog.retention.deletion import run_tag
-from kafkalog.retention.policy import HW_MISSING_CHOICES, HW_MISSING_LOG_END, HW_MISSING_ZERO
+from kafkalog.log.local_log import HW_MISSING_CHOICES, HW_MISSING_LOG_END, HW_MISSING_ZERO
 from kafkalog.retention.run import (ERROR, OUTCOME_SCHEMA, finish_log_dir, public_outcome, retain_partition,
                                     retention_summary)
 

@@ -14,21 +14,26 @@ Modules, one Kafka concept each:
 * ``fast_filter``          the recopy pass over decoded windows (columns, compiled lookups, numba
                            writer): same bytes as record_filter, which stays the reference
 * ``segment_grouping``     groupSegmentsBySize (§7.5)
-* ``cleaner``              one round end to end: plan, map, recopy, swap-in, checkpoint (§7.5, §7.9)
+* ``source_segments``      the segments a round reads: opened with CRC checks, decoded a window at a time
+* ``plan``                 the round's plan (LogToClean): offsets, producer state, cleanable range
+* ``results``              what a round did, per group, batch and record (reports)
+* ``swap``                 replaceSegments: the cleaned group swapped in, and the cleaner checkpoint
+* ``cleaner``              one round end to end: map pass, recopy of each group, then swap-in (§7.5)
 * ``partition_run``        one partition's round as a job runs it, and its report row
-  (the partition loading it uses and the swap recovery live in ``kafkalog.log``: local_log, recover)
+  (the partition's offsets and the swap recovery live in ``kafkalog.log``: local_log, recover)
 """
-from kafkalog.cleaner.cleanable import CleanableOffsets, NotCleanableReason, SegmentStats, cleanable_offsets
-from kafkalog.cleaner.cleaner import (PartitionCleanResult, PartitionPlan, build_partition_offset_map, clean_log_dir,
-                                      clean_partition, offset_map_entries, plan_partition)
+from kafkalog.cleaner.cleanable import CleanableOffsets, NotCleanableReason, cleanable_offsets
+from kafkalog.cleaner.cleaner import build_partition_offset_map, clean_log_dir, clean_partition, offset_map_entries
+from kafkalog.cleaner.plan import PartitionPlan, plan_partition
+from kafkalog.cleaner.results import PartitionCleanResult
 from kafkalog.cleaner.offset_map import ExactOffsetMap, OffsetMap
 from kafkalog.cleaner.record_filter import BatchRetention, FilterCounts, RecordReason
 from kafkalog.log.recover import PartitionRecovery, recover_log_dirs, recover_partition
-from kafkalog.cleaner.segment_grouping import GroupableSegment, group_segments_by_size
+from kafkalog.cleaner.segment_grouping import group_segments_by_size
 
 __all__ = [
-    "BatchRetention", "CleanableOffsets", "ExactOffsetMap", "FilterCounts", "GroupableSegment", "NotCleanableReason",
-    "OffsetMap", "PartitionCleanResult", "PartitionPlan", "PartitionRecovery", "RecordReason", "SegmentStats",
+    "BatchRetention", "CleanableOffsets", "ExactOffsetMap", "FilterCounts", "NotCleanableReason",
+    "OffsetMap", "PartitionCleanResult", "PartitionPlan", "PartitionRecovery", "RecordReason",
     "build_partition_offset_map", "clean_log_dir", "clean_partition", "cleanable_offsets", "group_segments_by_size",
     "offset_map_entries", "plan_partition", "recover_log_dirs", "recover_partition",
 ]

@@ -5,7 +5,7 @@ cleaning (``LogCleanerManager.cleanableOffsets``, ``calculateCleanableBytes``, `
 Everything here is a pure function of plain numbers, so a Spark driver can evaluate it from a
 listing of segment files without opening a ``.log``::
 
-    segments        one SegmentStats per segment, ascending base offset; the LAST is the active one
+    segments        one LogSegment per segment, ascending base offset; the LAST is the active one
     firstDirty      = cleaner checkpoint, or logStartOffset when absent / below logStartOffset /
                       above logEndOffset (the last two force the checkpoint to be rewritten)
     uncleanable     = min(lastStableOffset = min(firstUnstableOffset, highWatermark),
@@ -32,8 +32,7 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from kafkalog.config import LogConfig
-
-NO_TIMESTAMP = -1
+from kafkalog.log.segment import LogSegment
 
 
 class NotCleanableReason(str, enum.Enum):
@@ -43,16 +42,6 @@ class NotCleanableReason(str, enum.Enum):
     EMPTY_LOG = "the log holds no bytes (totalBytes = 0)"
     NOTHING_CLEANABLE = "no cleanable bytes below the first uncleanable offset"
     RATIO_TOO_LOW = "dirty ratio is not above min.cleanable.dirty.ratio and max.compaction.lag.ms has not passed"
-
-
-@dataclass(frozen=True)
-class SegmentStats:
-    """What the cleanable-offset rules need of one segment."""
-
-    base_offset: int
-    size_bytes: int                                # .log file size
-    largest_timestamp_ms: int                      # last .timeindex entry if >= 0, else the .log mtime
-    first_batch_timestamp_ms: int = NO_TIMESTAMP   # maxTimestamp of the segment's first batch (-1: none)
 
 
 @dataclass(frozen=True)
@@ -79,7 +68,7 @@ class CleanableOffsets:
                 f"max-lag delay {self.max_compaction_delay_ms} ms: {state}")
 
 
-def _floor_index(segments: Sequence[SegmentStats], offset: int) -> int:
+def _floor_index(segments: Sequence[LogSegment], offset: int) -> int:
     """Index of the segment holding ``offset`` (the last with base <= offset), or -1."""
     found = -1
     for i, s in enumerate(segments):
@@ -90,7 +79,7 @@ def _floor_index(segments: Sequence[SegmentStats], offset: int) -> int:
     return found
 
 
-def _overlapping(segments: Sequence[SegmentStats], start: int, end: int) -> list:
+def _overlapping(segments: Sequence[LogSegment], start: int, end: int) -> list:
     """``LogSegments.values(from, to)``: segments overlapping [start, end) (floor(start) onward)."""
     if start >= end:
         return []
@@ -98,7 +87,7 @@ def _overlapping(segments: Sequence[SegmentStats], start: int, end: int) -> list
     return [s for s in segments[first:] if s.base_offset < end]
 
 
-def _non_active_from(segments: Sequence[SegmentStats], start: int) -> list:
+def _non_active_from(segments: Sequence[LogSegment], start: int) -> list:
     active = segments[-1]
     if start > active.base_offset:
         return []
@@ -112,7 +101,7 @@ def last_stable_offset(high_watermark: int, first_unstable_offset: Optional[int]
     return high_watermark
 
 
-def cleanable_offsets(*, segments: Sequence[SegmentStats], log_start_offset: int, log_end_offset: int,
+def cleanable_offsets(*, segments: Sequence[LogSegment], log_start_offset: int, log_end_offset: int,
                       checkpoint_offset: Optional[int], high_watermark: int, first_unstable_offset: Optional[int],
                       now_ms: int, config: LogConfig) -> CleanableOffsets:
     """Evaluate §7.1-7.2 for one partition. ``segments`` must be non-empty (a broker always has an
@@ -139,8 +128,8 @@ def cleanable_offsets(*, segments: Sequence[SegmentStats], log_start_offset: int
     # calculateCleanableBytes: round down to a segment boundary.
     non_active = _non_active_from(segments, uncleanable)
     upper_bound = non_active[0].base_offset if non_active else active.base_offset
-    cleanable_bytes = sum(s.size_bytes for s in _overlapping(segments, min(first_dirty, upper_bound), upper_bound))
-    clean_bytes = sum(s.size_bytes for s in segments if s.base_offset < first_dirty)
+    cleanable_bytes = sum(s.size for s in _overlapping(segments, min(first_dirty, upper_bound), upper_bound))
+    clean_bytes = sum(s.size for s in segments if s.base_offset < first_dirty)
     total = clean_bytes + cleanable_bytes
     ratio = cleanable_bytes / total if total else 0.0
 

@@ -45,55 +45,35 @@ checkpoint is never rewritten in dry-run mode (a broker rewrites an out-of-range
 """
 from __future__ import annotations
 
-import fcntl
 import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Collection, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Callable, Collection, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
-from kafkalog.checkpoint import (CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
-                                 fsync_dir, read_offset_checkpoint, write_offset_checkpoint)
-from kafkalog.config import BrokerConfig, KafkaConfigs, LogConfig
-from kafkalog.log import durable
-from kafkalog.errors import KafkalogError, LogDirLockedError
-from kafkalog.format.file_records import scan_batches
-from kafkalog.format.record_batch import crc32c_update
-from kafkalog.index.builder import IndexAppender
-from kafkalog.index.transaction_index import TransactionIndex
-from kafkalog.log.logdir import (CLEANED_SUFFIX, DELETED_SUFFIX, SNAPSHOT_SUFFIX, SWAP_SUFFIX, format_segment_file_name,
-                                 describe_lock_holder, is_locked, lock_log_dir, parse_partition_dir_name, parse_segment_file_name)
-from kafkalog.log.producer_snapshot import read_producer_snapshot
-from kafkalog.cleaner import producer_state as ps
-from kafkalog.cleaner.cleanable import CleanableOffsets, cleanable_offsets
+from kafkalog.checkpoint import CLEANER_OFFSET_CHECKPOINT
 from kafkalog.cleaner import fast_filter
 from kafkalog.cleaner import key_map as km
 from kafkalog.cleaner.key_walk import KeyVerdicts, build_key_verdicts
-from kafkalog.log.local_log import (LogSegment, batches_of, collect_aborted_transactions, load_segments, pending_swap_files,
-                                    read_batches, read_windows, start_position)
 from kafkalog.cleaner.offset_map import ExactOffsetMap, OffsetMap, build_offset_map, map_entries
-from kafkalog.cleaner.record_filter import (BatchRetention, FilterCounts, FilteredBatch, RecordReason, filter_batch,
-                                            is_batch_last_record_of_producer)
-from kafkalog.cleaner.segment_grouping import GroupableSegment, group_segments_by_size
+from kafkalog.cleaner.plan import PartitionPlan, dirty_batches, map_tracker, max_batch_bytes, plan_partition
+from kafkalog.cleaner.record_filter import FilterCounts, FilteredBatch, filter_batch, is_batch_last_record_of_producer
+from kafkalog.cleaner.results import BatchAudit, GroupResult, PartitionCleanResult
+from kafkalog.cleaner.segment_grouping import group_segments_by_size
+from kafkalog.cleaner.source_segments import read_batches, read_windows
+from kafkalog.cleaner.swap import STEP_CHECKPOINT, StepHook, report_step, swap_in, update_cleaner_checkpoint
 from kafkalog.cleaner.transaction_metadata import CleanedTransactionMetadata
-
-# Steps reported to ``on_step(step, path)`` (tests raise there to simulate a crash).
-STEP_CLEANED = "cleaned-written"
-STEP_SWAP = "renamed-to-swap"
-STEP_MARK_DELETED = "old-renamed-to-deleted"
-STEP_INSTALL = "swap-installed"
-STEP_PURGE = "deleted-removed"
-STEP_CHECKPOINT = "checkpoint-written"
-
-FILE_SUFFIXES = ("log", "index", "timeindex", "txnindex")   # LogSegment.changeFileSuffixes order
-MTIME_SUFFIXES = ("log", "index", "timeindex")              # LogSegment.lastModified_= sets these
-
-StepHook = Callable[[str, Optional[Path]], None]
-
-# A partition's outcome in a round (reports)
-OUTCOME_DONE, OUTCOME_NOT_NEEDED, OUTCOME_FAILED, OUTCOME_ROLLED_BACK, OUTCOME_DRY_RUN = (
-    "done", "not needed", "failed", "rolled back", "dry run")
+from kafkalog.config import BrokerConfig, KafkaConfigs, LogConfig
+from kafkalog.errors import KafkalogError, LogDirLockedError
+from kafkalog.format.record_batch import crc32c_update
+from kafkalog.index.builder import IndexAppender
+from kafkalog.log import durable
+from kafkalog.log.local_log import collect_aborted_transactions
+from kafkalog.log.logdir import (CLEANED_SUFFIX, describe_lock_holder, format_segment_file_name, is_locked, lock_log_dir,
+                                 parse_partition_dir_name)
+from kafkalog.log.segment import SegmentHandle
+from kafkalog.topic_partition import TopicPartition
 
 # How the map and recopy passes walk records: "fast" (decoded windows as columns, numba writer:
 # fast_filter) or "reference" (a SourceBatch of RecordRows per batch: offset_map.build_offset_map and
@@ -105,146 +85,12 @@ KEY_HASH_WEAK = False
 RecordDecisions = Union[bool, Collection[int]]
 
 
-# --- plan ------------------------------------------------------------------------------------
-
-@dataclass
-class PartitionPlan:
-    """Everything decided before a byte is rewritten (pure data once built)."""
-
-    path: Path
-    topic: str
-    partition: int
-    config: LogConfig
-    now_ms: int
-    segments: List[LogSegment]
-    log_start_offset: int
-    log_end_offset: int
-    high_watermark: int
-    checkpoint_offset: Optional[int]
-    first_unstable_offset: Optional[int]
-    active_producers: Dict[int, ps.LastRecord]
-    offsets: CleanableOffsets
-
-    @property
-    def first_dirty_offset(self) -> int:
-        return self.offsets.first_dirty_offset
-
-    @property
-    def upper_bound_offset(self) -> int:
-        return self.offsets.upper_bound_offset
-
-    def dirty_segments(self) -> List[LogSegment]:
-        lo, hi = self.first_dirty_offset, self.upper_bound_offset
-        return [s for i, s in enumerate(self.segments)
-                if s.base_offset < hi and (i + 1 == len(self.segments) or self.segments[i + 1].base_offset > lo)]
-
-
-def _log_dir_offsets(log_dir: Path, name: str) -> Dict[Tuple[str, int], int]:
-    return read_offset_checkpoint(log_dir / name)
-
-
-def _seed_producer_state(partition_dir: Path, segment_bases: Sequence[int], log_start_offset: int,
-                         log_end_offset: int, now_ms: int, expiration_ms: int
-                         ) -> Tuple[Dict[int, ps.ProducerEntry], int]:
-    """(seeded state, offset to replay from), as a broker loads producer state
-    (``UnifiedLog.rebuildProducerState``): ``removeStraySnapshots`` keeps the snapshots at segment
-    base offsets plus the newest other one if it is past the last segment's base;
-    ``truncateAndReload`` drops those at or below the log start offset or past the log end;
-    ``loadFromSnapshot`` loads the newest left (a corrupt one is skipped — Kafka deletes it — and the next older tried),
-    without its expired producers. No snapshot: empty state, replay from the log start offset."""
-    snapshots: Dict[int, Path] = {}
-    for p in partition_dir.glob("*.snapshot"):
-        try:
-            snapshots[parse_segment_file_name(p.name).base_offset] = p
-        except KafkalogError:
-            continue
-    bases = set(segment_bases)
-    candidates = {o for o in snapshots if o in bases}
-    strays = [o for o in snapshots if o not in bases]
-    if strays and max(strays) > max(bases):
-        candidates.add(max(strays))
-    for off in sorted((o for o in candidates if log_start_offset < o <= log_end_offset), reverse=True):
-        try:
-            entries = read_producer_snapshot(snapshots[off]).entries
-        except KafkalogError:
-            continue
-        return ps.seed_from_snapshot(entries, now_ms, expiration_ms), off
-    return {}, log_start_offset
-
-
-def plan_partition(partition_dir, *, config: LogConfig, now_ms: int, broker: BrokerConfig = BrokerConfig(),
-                   high_watermark: Optional[int] = None, log_start_offset: Optional[int] = None,
-                   checkpoint_offset: Optional[int] = -1) -> PartitionPlan:
-    """Read a partition folder and decide the round (§7.1-7.2). Offsets not given come from the
-    log dir's checkpoints (``checkpoint_offset=-1`` means "read cleaner-offset-checkpoint")."""
-    path = Path(partition_dir)
-    topic, partition, _kind = parse_partition_dir_name(path.name)
-    pending = pending_swap_files(path)
-    if pending:
-        raise KafkalogError(
-            f"an interrupted compaction is pending ({', '.join(pending[:3])}): a broker completes it at startup, "
-            "and cleaning again on top of it would lose records", path=path,
-            hint=f"run `kafkalog recover --log-dirs {path.parent}` first, then compact again")
-    segments = load_segments(path)
-    if not segments:
-        raise KafkalogError("the partition folder holds no segment", path=path)
-    log_dir = path.parent
-    tp = (topic, partition)
-    first_base = segments[0].base_offset
-    if log_start_offset is None:
-        log_start_offset = max(_log_dir_offsets(log_dir, LOG_START_OFFSET_CHECKPOINT).get(tp, first_base), first_base)
-    leo = segments[-1].next_offset
-    if high_watermark is None:
-        high_watermark = _log_dir_offsets(log_dir, REPLICATION_OFFSET_CHECKPOINT).get(tp, 0)
-    high_watermark = min(max(high_watermark, log_start_offset), leo)
-    if checkpoint_offset == -1:
-        checkpoint_offset = _log_dir_offsets(log_dir, CLEANER_OFFSET_CHECKPOINT).get(tp)
-    expiration = int(broker.setting("producer.id.expiration.ms"))
-    state, replay_from = _seed_producer_state(path, [s.base_offset for s in segments], log_start_offset, leo,
-                                              now_ms, expiration)
-    for s in segments:
-        ps.replay(state, s.scan().batches.to_pydict(), from_offset=replay_from)
-    active = ps.active_producers(state, now_ms, expiration)
-    fuo = ps.first_unstable_offset(state)
-    if fuo is not None:         # UnifiedLog.maybeIncrementFirstUnstableOffset: never below the log start
-        fuo = max(fuo, log_start_offset)
-    offsets = cleanable_offsets(segments=[s.stats for s in segments], log_start_offset=log_start_offset,
-                                log_end_offset=leo, checkpoint_offset=checkpoint_offset,
-                                high_watermark=high_watermark, first_unstable_offset=fuo, now_ms=now_ms,
-                                config=config)
-    return PartitionPlan(path, topic, partition, config, now_ms, segments, log_start_offset, leo, high_watermark,
-                         checkpoint_offset, fuo, active, offsets)
-
-
-def _max_batch_bytes(config: LogConfig) -> int:
-    return max(config.max_message_bytes, 1) * 4 + (64 << 20)
-
-
-def _dirty_batches(plan: PartitionPlan):
-    """The dirty range batch by batch (the reference engine's view of ``_dirty_windows``)."""
-    return batches_of(_dirty_windows(plan))
-
-
-def _dirty_windows(plan: PartitionPlan):
-    """The map pass's walk: the dirty segments, the first from ``offsetIndex.lookup(firstDirty)``."""
-    first = True
-    for s in plan.dirty_segments():
-        pos = start_position(s, plan.first_dirty_offset) if first else 0
-        first = False
-        yield from read_windows(s, max_batch_bytes=_max_batch_bytes(plan.config), from_position=pos)
-
-
-def _map_tracker(plan: PartitionPlan) -> CleanedTransactionMetadata:
-    tracker = CleanedTransactionMetadata()
-    tracker.add_aborted_transactions(collect_aborted_transactions(
-        plan.segments, plan.first_dirty_offset, plan.upper_bound_offset, plan.log_start_offset))
-    return tracker
-
+# --- map pass (Cleaner.buildOffsetMap) -------------------------------------------------------
 
 def offset_map_entries(plan: PartitionPlan) -> Iterable[Tuple[bytes, int]]:
     """The (key, offset) pairs of the dirty range that enter the map, in log order (§7.4): the
     reference walk, for a caller that builds a map of its own (e.g. Kafka's bounded one, in tests)."""
-    return map_entries(_dirty_batches(plan), _map_tracker(plan), plan.first_dirty_offset)
+    return map_entries(dirty_batches(plan), map_tracker(plan), plan.first_dirty_offset)
 
 
 def map_budget(broker: BrokerConfig, concurrent_cleaners: Optional[int] = None) -> int:
@@ -261,106 +107,13 @@ def build_key_map(plan: PartitionPlan, broker: BrokerConfig = BrokerConfig(), *,
     ``map_budget(broker)``), in hash-slice passes when the keys do not fit."""
     return build_key_verdicts(plan, budget=budget or map_budget(broker),
                               load_factor=float(broker.setting("log.cleaner.io.buffer.load.factor")),
-                              max_batch_bytes=_max_batch_bytes(plan.config), weak_hash=KEY_HASH_WEAK)
+                              max_batch_bytes=max_batch_bytes(plan.config), weak_hash=KEY_HASH_WEAK)
 
 
 def build_partition_offset_map(plan: PartitionPlan) -> ExactOffsetMap:
     """Pass 1 of the round as the reference engine builds it: a dict of the exact keys."""
-    return build_offset_map(_dirty_batches(plan), _map_tracker(plan), first_dirty_offset=plan.first_dirty_offset,
+    return build_offset_map(dirty_batches(plan), map_tracker(plan), first_dirty_offset=plan.first_dirty_offset,
                             upper_bound_offset=plan.upper_bound_offset)
-
-
-# --- results ---------------------------------------------------------------------------------
-
-@dataclass
-class BatchAudit:
-    base_offset: int
-    last_offset: int
-    retention: BatchRetention
-    reason: str
-    written: str       # "original" | "rewritten" | "empty" | "removed"
-
-
-@dataclass
-class GroupResult:
-    base_offset: int
-    source_base_offsets: List[int]
-    bytes_before: int
-    bytes_after: int
-    aborted_txns: int
-    counts: FilterCounts
-
-
-@dataclass
-class PartitionCleanResult:
-    """What one partition's round did (or would do, in dry-run), with audit numbers and reasons."""
-
-    path: Path
-    topic: str
-    partition: int
-    offsets: Optional[CleanableOffsets] = None
-    cleaned: bool = False
-    dry_run: bool = False
-    skipped_reason: Optional[str] = None
-    error: Optional[str] = None
-    map_size: int = 0
-    map_stats: Optional[km.KeyMapStats] = None     # the compiled map's passes, keys, budget and bytes
-    groups_committed: int = 0                 # groups swapped in (all of them when ``cleaned``)
-    rolled_back: bool = False                 # a swap-in failed and was rolled back: nothing changed
-    end_offset: Optional[int] = None          # the new cleaner checkpoint
-    groups: List[GroupResult] = field(default_factory=list)
-    counts: FilterCounts = field(default_factory=FilterCounts)
-    batches: List[BatchAudit] = field(default_factory=list)
-    record_reasons: Dict[int, RecordReason] = field(default_factory=dict)
-
-    def audit(self) -> dict:
-        """Flat numbers for a report row."""
-        o = self.offsets
-        return {"topic": self.topic, "partition": self.partition, "cleaned": self.cleaned, "dry_run": self.dry_run,
-                "skipped_reason": self.skipped_reason, "error": self.error,
-                "first_dirty_offset": o.first_dirty_offset if o else None,
-                "upper_bound_offset": o.upper_bound_offset if o else None,
-                "cleanable_ratio": o.cleanable_ratio if o else None, "map_size": self.map_size,
-                "end_offset": self.end_offset, "groups": len(self.groups), **self.counts.as_dict()}
-
-    @property
-    def outcome(self) -> str:
-        """done / not needed / failed / rolled back (a dry run: "dry run")."""
-        if self.error is not None:
-            return OUTCOME_ROLLED_BACK if self.rolled_back else OUTCOME_FAILED
-        if self.skipped_reason is not None or not (self.cleaned or self.dry_run) or self.offsets is None:
-            return OUTCOME_NOT_NEEDED
-        return OUTCOME_DRY_RUN if self.dry_run else OUTCOME_DONE
-
-    def committed_counts(self) -> FilterCounts:
-        """The counts of what was swapped in (a dry run: of what would be)."""
-        if self.cleaned or (self.dry_run and self.error is None):
-            return self.counts
-        out = FilterCounts()
-        for g in self.groups[:self.groups_committed]:
-            out.add(g.counts)
-        return out
-
-    def committed_bytes_removed(self) -> int:
-        groups = self.groups if (self.cleaned or self.dry_run) else self.groups[:self.groups_committed]
-        return sum(g.bytes_before - g.bytes_after for g in groups)
-
-    def explain(self, offset: int) -> str:
-        """Why the record at ``offset`` was kept or removed (or not looked at) in this round."""
-        if self.error is not None:
-            return f"offset {offset}: partition not cleaned ({self.error})"
-        if self.skipped_reason is not None or self.offsets is None:
-            return f"offset {offset}: partition not cleaned ({self.skipped_reason})"
-        for b in self.batches:
-            if b.base_offset <= offset <= b.last_offset:
-                why = self.record_reasons.get(offset)
-                rec = why.value if why is not None else "no record at this offset (compacted away earlier)"
-                return f"offset {offset}: {rec}; batch {b.base_offset}..{b.last_offset}: {b.retention.value}, " \
-                       f"{b.reason}, written {b.written}"
-        if self.end_offset is not None and offset >= self.end_offset:
-            return (f"offset {offset}: not cleaned this round: at or past the first uncleanable offset "
-                    f"{self.end_offset} (active segment, high watermark, open transaction or min.compaction.lag.ms)")
-        return f"offset {offset}: no batch of the recopied segments holds it (before the log start or in a gap)"
 
 
 # --- chunking --------------------------------------------------------------------------------
@@ -445,9 +198,9 @@ class _Chunk:
 
 
 @dataclass
-class _GroupOutput:
+class GroupOutput:
     base_offset: int
-    sources: List[LogSegment]
+    sources: List[SegmentHandle]
     sink: _Sink
     appender: IndexAppender
     txn_entries: list
@@ -471,16 +224,16 @@ class _GroupOutput:
                                  offset_of_max_timestamp=chunk.max_ts_offset)
 
 
-def _clean_group(plan: PartitionPlan, sources: List[LogSegment], offset_map: OffsetMap,
+def _clean_group(plan: PartitionPlan, sources: List[SegmentHandle], offset_map: OffsetMap,
                  io_buffer_size: int, result: PartitionCleanResult, record_decisions: RecordDecisions,
-                 sink: _Sink, tracker: CleanedTransactionMetadata, ordinals: Dict[int, int]) -> _GroupOutput:
+                 sink: _Sink, tracker: CleanedTransactionMetadata, ordinals: Dict[int, int]) -> GroupOutput:
     """Recopy one group into ``sink``. ``tracker`` is the round's: the groups of a round are cleaned
     in order with the same tracker (a COMMIT/ABORT is judged by its data in earlier groups).
     ``ordinals``: each recopied segment's first record in the round's recopied range."""
     cfg = plan.config
     base = sources[0].base_offset
     appender = IndexAppender(base, index_interval_bytes=cfg.index_interval_bytes)
-    out = _GroupOutput(base, sources, sink, appender, tracker.start_cleaned_segment(), FilterCounts())
+    out = GroupOutput(base, sources, sink, appender, tracker.start_cleaned_segment(), FilterCounts())
     want_reasons = bool(record_decisions)
     for k, seg in enumerate(sources):
         seg_upper = sources[k + 1].base_offset if k + 1 < len(sources) else seg.next_offset
@@ -493,7 +246,7 @@ def _clean_group(plan: PartitionPlan, sources: List[LogSegment], offset_map: Off
             _clean_segment_fast(plan, seg, chunks, tracker, offset_map, result, record_decisions, out,
                                 ordinals[seg.base_offset])
             continue
-        batches = read_batches(seg, max_batch_bytes=_max_batch_bytes(cfg))     # streamed, in file order
+        batches = read_batches(seg, max_batch_bytes=max_batch_bytes(cfg))     # streamed, in file order
         for first, end in chunks:
             chunk = out.begin_chunk()
             for _ in range(end - first):
@@ -515,16 +268,16 @@ def _clean_group(plan: PartitionPlan, sources: List[LogSegment], offset_map: Off
     return out
 
 
-def _clean_segment_fast(plan: PartitionPlan, seg: LogSegment, chunks, tracker: CleanedTransactionMetadata,
+def _clean_segment_fast(plan: PartitionPlan, seg: SegmentHandle, chunks, tracker: CleanedTransactionMetadata,
                         offset_map: OffsetMap, result: PartitionCleanResult, record_decisions: RecordDecisions,
-                        out: "_GroupOutput", ordinal: int) -> None:
+                        out: "GroupOutput", ordinal: int) -> None:
     """The chunk loop of ``_clean_group`` for one source segment, over decoded windows; ``ordinal``:
     the index of the segment's first record in the recopied range (for a map kept as bitsets)."""
     cfg = plan.config
     asked = None
     if record_decisions is not True and record_decisions:
         asked = np.sort(np.fromiter((int(o) for o in record_decisions), dtype=np.int64))
-    max_bytes = _max_batch_bytes(cfg)
+    max_bytes = max_batch_bytes(cfg)
     windows = read_windows(seg, max_batch_bytes=max_bytes)
     pending: List[fast_filter.BatchOutput] = []
     taken = 0
@@ -576,125 +329,6 @@ def _record_audit(result: PartitionCleanResult, fb: FilteredBatch, record_decisi
                     result.record_reasons[off] = why
 
 
-# --- write-back ------------------------------------------------------------------------------
-
-def _name(base: int, suffix: str, temp: Optional[str] = None) -> str:
-    return format_segment_file_name(base, suffix, temp)
-
-
-def _write_file(path: Path, data: bytes, mtime_ns: Optional[int]) -> None:
-    durable.write_file(path, data, mtime_ns=mtime_ns)
-
-
-def _verify_cleaned_log(path: Path, expected_size: int, expected_digest: int) -> None:
-    """Re-read the written .log: same bytes (size and CRC-32C of the whole file, hardware
-    accelerated: a blake2b digest cost a tenth of the round), every batch walks and passes its CRC,
-    offsets increase."""
-    digest = 0
-    size = 0
-    with open(path, "rb") as f:
-        while True:
-            block = f.read(1 << 22)
-            if not block:
-                break
-            digest = crc32c_update(block, digest)
-            size += len(block)
-    if size != expected_size or digest != expected_digest:
-        raise KafkalogError("the cleaned segment read back differs from what was written", path=path)
-    scan = scan_batches(path, verify_crc=True, on_corrupt="raise")
-    lasts = scan.batches.column("lastOffset").to_pylist()
-    bases = scan.batches.column("baseOffset").to_pylist()
-    for i in range(1, len(lasts)):
-        if bases[i] <= lasts[i - 1]:
-            raise KafkalogError(f"cleaned segment offsets do not increase at batch {i}", path=path)
-
-
-def _hook(on_step: Optional[StepHook], step: str, path: Optional[Path]) -> None:
-    if on_step is not None:
-        on_step(step, path)
-
-
-def _swap_in(directory: Path, g: _GroupOutput, on_step: Optional[StepHook]) -> None:
-    base = g.base_offset
-    mtime = g.sources[-1].mtime_ns
-    offset_index, time_index = g.appender.finish()
-    # the .log.cleaned was streamed while the group was cleaned (_Sink); the indexes are small
-    contents = {"log": None, "index": offset_index.to_bytes(), "timeindex": time_index.to_bytes()}
-    if g.txn_entries:
-        contents["txnindex"] = TransactionIndex(base, g.txn_entries).to_bytes()
-    # a. the .cleaned files (stale ones first removed), verified
-    for suffix in FILE_SUFFIXES:
-        stale = directory / _name(base, suffix, CLEANED_SUFFIX)
-        if suffix != "log" and stale.exists():
-            durable.remove(stale)
-    g.sink.close()
-    durable.set_mtime(g.sink.path, mtime)
-    for suffix, data in contents.items():
-        if data is not None:
-            _write_file(directory / _name(base, suffix, CLEANED_SUFFIX), data,
-                        mtime if suffix in MTIME_SUFFIXES else None)
-    fsync_dir(directory)
-    _verify_cleaned_log(g.sink.path, g.sink.size, g.sink.digest())
-    _hook(on_step, STEP_CLEANED, directory / _name(base, "log", CLEANED_SUFFIX))
-    # b. .cleaned -> .swap
-    for suffix in FILE_SUFFIXES:
-        if suffix in contents:
-            target = directory / _name(base, suffix, SWAP_SUFFIX)
-            durable.rename(directory / _name(base, suffix, CLEANED_SUFFIX), target)
-            fsync_dir(directory)
-            _hook(on_step, STEP_SWAP, target)
-    # c. old segments -> .deleted (ascending), snapshots of the bases that disappear
-    deleted: List[Path] = []
-    for seg in g.sources:
-        suffixes = list(FILE_SUFFIXES) + ([SNAPSHOT_SUFFIX] if seg.base_offset != base else [])
-        for suffix in suffixes:
-            src = directory / _name(seg.base_offset, suffix)
-            if not src.exists():
-                continue
-            target = directory / _name(seg.base_offset, suffix, DELETED_SUFFIX)
-            durable.rename(src, target)
-            deleted.append(target)
-            fsync_dir(directory)
-            _hook(on_step, STEP_MARK_DELETED, target)
-    # d. .swap -> live
-    for suffix in FILE_SUFFIXES:
-        if suffix in contents:
-            target = directory / _name(base, suffix)
-            durable.rename(directory / _name(base, suffix, SWAP_SUFFIX), target)
-            fsync_dir(directory)
-            _hook(on_step, STEP_INSTALL, target)
-    # e. physical deletion
-    for p in deleted:
-        durable.remove(p, missing_ok=True)
-        _hook(on_step, STEP_PURGE, p)
-    fsync_dir(directory)
-
-
-def update_cleaner_checkpoint(log_dir, topic: str, partition: int, offset: int) -> None:
-    """``LogCleanerManager.updateCheckpoints``: set one entry of ``cleaner-offset-checkpoint``
-    (read, modify, write atomically through ``.tmp``). One writer per log dir at a time."""
-    update_cleaner_checkpoints(log_dir, {(topic, partition): offset})
-
-
-def update_cleaner_checkpoints(log_dir, offsets) -> None:
-    """Set several entries of a log dir's ``cleaner-offset-checkpoint`` in one atomic rewrite: read,
-    modify and replace under an exclusive ``flock`` of the log dir itself, so cleaners running at
-    once in several processes (Spark tasks) each keep the others' entries. No file is added to the
-    log dir for the lock (a broker holds ``.lock`` with a record lock, which ``flock`` does not touch)."""
-    if not offsets:
-        return
-    log_dir = Path(log_dir)
-    path = log_dir / CLEANER_OFFSET_CHECKPOINT
-    fd = os.open(log_dir, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        entries = read_offset_checkpoint(path)
-        entries.update({tp: int(o) for tp, o in offsets.items()})
-        write_offset_checkpoint(path, entries)
-    finally:
-        os.close(fd)          # releases the flock
-
-
 # --- entry points ----------------------------------------------------------------------------
 
 def default_io_buffer_size(broker: BrokerConfig) -> int:
@@ -744,23 +378,23 @@ def _clean_locked(partition_dir: Path, *, config: LogConfig, now_ms: int, broker
             ordinals[s.base_offset] = ordinal
             ordinal += int(np.maximum(s.scan().headers.recordsCount.astype(np.int64), 0).sum())
         groups = group_segments_by_size(
-            [GroupableSegment(s.base_offset, s.size_bytes, s.offset_index_bytes, s.time_index_bytes) for s in recopied],
+            [s.segment for s in recopied],
             max_size=config.segment_bytes, max_index_size=config.segment_index_bytes,
             first_uncleanable_offset=plan.upper_bound_offset)
         io_size = io_buffer_size or default_io_buffer_size(broker)
-        outputs: List[_GroupOutput] = []
+        outputs: List[GroupOutput] = []
         sinks: List[_Sink] = []
         tracker = CleanedTransactionMetadata()   # one per round (Cleaner.doClean), never one per group
         try:
             for idx in groups:
                 sources = [recopied[i] for i in idx]
-                sink = _Sink(None if dry_run else partition_dir / _name(sources[0].base_offset, "log", CLEANED_SUFFIX))
+                sink = _Sink(None if dry_run else partition_dir / format_segment_file_name(sources[0].base_offset, "log", CLEANED_SUFFIX))
                 sinks.append(sink)
                 g = _clean_group(plan, sources, offset_map, io_size, result, record_decisions, sink, tracker,
                                  ordinals)
                 result.counts.add(g.counts)
                 result.groups.append(GroupResult(g.base_offset, [s.base_offset for s in sources],
-                                                 sum(s.size_bytes for s in sources), g.sink.size,
+                                                 sum(s.size for s in sources), g.sink.size,
                                                  len(g.txn_entries), g.counts))
                 if dry_run:
                     g.appender.finish()          # raises here if the indexes could not be built
@@ -777,14 +411,14 @@ def _clean_locked(partition_dir: Path, *, config: LogConfig, now_ms: int, broker
         # changes nothing in the live segments.
         try:
             for g in outputs:
-                _swap_in(partition_dir, g, on_step)
+                swap_in(partition_dir, g, on_step)
                 result.groups_committed += 1
         except (KafkalogError, OSError) as e:
             _recover_after_failed_swap(partition_dir, result, e)
             return result
         if update_checkpoint:
             update_cleaner_checkpoint(partition_dir.parent, topic, partition, end_offset)
-            _hook(on_step, STEP_CHECKPOINT, partition_dir.parent / CLEANER_OFFSET_CHECKPOINT)
+            report_step(on_step, STEP_CHECKPOINT, partition_dir.parent / CLEANER_OFFSET_CHECKPOINT)
         result.cleaned = True
         return result
     except KafkalogError as e:
@@ -858,7 +492,7 @@ def clean_partition(partition_dir, *, config: LogConfig, now_ms: int, broker: Br
 
 def clean_log_dir(log_dir, *, configs: KafkaConfigs, now_ms: int, dry_run: bool = False,
                   on_step: Optional[StepHook] = None, record_decisions: bool = False,
-                  partitions: Optional[Iterable[Tuple[str, int]]] = None) -> List[PartitionCleanResult]:
+                  partitions: Optional[Iterable[TopicPartition]] = None) -> List[PartitionCleanResult]:
     """Clean every compacted live partition of a log dir (all eligible ones, not only the
     filthiest), holding the dir's lock."""
     from kafkalog.log.logdir import scan_log_dir

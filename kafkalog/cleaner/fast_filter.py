@@ -1,4 +1,4 @@
-"""The recopy pass of a round over decoded windows (``local_log.read_windows``): the same
+"""The recopy pass of a round over decoded windows (``source_segments.read_windows``): the same
 decisions, counts, reasons and bytes as ``record_filter.filter_batch`` (the reference, kept and
 tested against), without a Python object per record.
 
@@ -23,7 +23,7 @@ from kafkalog.format.compression import decompress
 from kafkalog.format.records_encode_accel import rewrite_batch
 from kafkalog.cleaner.key_map import NOT_FOUND
 from kafkalog.cleaner.key_walk import KeyVerdicts
-from kafkalog.log.local_log import SourceWindow
+from kafkalog.cleaner.source_segments import SourceWindow
 from kafkalog.cleaner.offset_map import ExactOffsetMap, OffsetMap
 from kafkalog.cleaner.producer_state import LastRecord
 from kafkalog.cleaner.record_filter import (DELETE_IF_EMPTY, BatchRetention, FilterCounts, FilteredBatch, RecordReason,

@@ -24,11 +24,14 @@ from kafkalog.errors import KafkalogError
 from kafkalog.format import control_record as cr
 from kafkalog.format import record_batch as rb
 from kafkalog.format.compression import OutputBuffer
-from kafkalog.format.decoder import PartitionId, decode_window, decompress_batches
+from kafkalog.format.decoder import decode_window, decompress_batches
 from kafkalog.format.file_records import HeaderArrays, MappedFile
 from kafkalog.format.varint import read_varint, read_varlong
 from kafkalog.cleaner import key_map as km
-from kafkalog.log.local_log import LogSegment, collect_aborted_transactions, start_position
+from kafkalog.cleaner.source_segments import start_position
+from kafkalog.log.local_log import collect_aborted_transactions
+from kafkalog.log.segment import SegmentHandle
+from kafkalog.topic_partition import UNKNOWN_PARTITION
 from kafkalog.cleaner.transaction_metadata import CleanedTransactionMetadata
 
 WINDOW_BATCHES = 1024              # batches decompressed and walked per kernel call
@@ -58,7 +61,7 @@ class _Window:
     b_end: np.ndarray
 
 
-def _windows(seg: LogSegment, from_position: int, max_batch_bytes: int) -> Iterator[_Window]:
+def _windows(seg: SegmentHandle, from_position: int, max_batch_bytes: int) -> Iterator[_Window]:
     h = seg.scan().headers
     n = len(h)
     i = int(np.searchsorted(h.position, from_position, side="left")) if n else 0
@@ -87,9 +90,9 @@ def _control_type(w: _Window, b: int) -> Optional[int]:
     return cr.parse_control_type(rec[p:p + klen] if klen >= 0 else None)
 
 
-def _refuse(w: _Window, seg: LogSegment, b: int, pos: int, max_batch_bytes: int):
+def _refuse(w: _Window, seg: SegmentHandle, b: int, pos: int, max_batch_bytes: int):
     """A record that does not walk: the decoder names the error; else a plain one."""
-    decode_window(w.buf, w.headers.head(b + 1), PartitionId(None, None), engine="auto", path=seg.log_path,
+    decode_window(w.buf, w.headers.head(b + 1), UNKNOWN_PARTITION, engine="auto", path=seg.log_path,
                   verify_crc=False, max_batch_bytes=max_batch_bytes)
     raise KafkalogError(f"a record of the batch at offset {int(w.headers.baseOffset[b])} does not walk",
                         path=seg.log_path, position=int(w.headers.position[b]))
@@ -125,7 +128,7 @@ class _DirtyWalk:
     """The map pass's batches. Every pass runs the transaction tracker afresh over them (it sees
     only the transactional and control batches, so this costs little); a verdict cached per window
     would be wrong, as the decoder may cut the same batches into windows differently each time."""
-    segments: List[Tuple[LogSegment, int]]            # (segment, start position)
+    segments: List[Tuple[SegmentHandle, int]]            # (segment, start position)
     records: int                                       # records of the walked batches (an upper bound on keys)
 
 
@@ -175,7 +178,7 @@ def _insert_pass(plan, walk: _DirtyWalk, m: km.KeyMap, n_slices: int, s: int, ma
     return True, put
 
 
-def _mark_pass(plan, recopied: Sequence[LogSegment], m: km.KeyMap, n_slices: int, s: int, end_offset: int,
+def _mark_pass(plan, recopied: Sequence[SegmentHandle], m: km.KeyMap, n_slices: int, s: int, end_offset: int,
                found: np.ndarray, superseded: np.ndarray, max_batch_bytes: int) -> None:
     ordinal = 0
     for seg in recopied:
@@ -196,7 +199,7 @@ def _mark_pass(plan, recopied: Sequence[LogSegment], m: km.KeyMap, n_slices: int
             ordinal += int(counts.sum())
 
 
-def recopied_records(segments: Sequence[LogSegment]) -> int:
+def recopied_records(segments: Sequence[SegmentHandle]) -> int:
     """Records of the recopied segments: the bit count of the hash-slice bitsets."""
     return int(sum(int(np.maximum(s.scan().headers.recordsCount.astype(np.int64), 0).sum()) for s in segments))
 

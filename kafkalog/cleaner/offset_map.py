@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, Iterator, Optional, Protocol, Tuple
 
-from kafkalog.log.local_log import SourceBatch
+from kafkalog.cleaner.source_segments import SourceBatch
 from kafkalog.cleaner.transaction_metadata import CleanedTransactionMetadata
 
 

@@ -17,8 +17,10 @@ from typing import Optional, Sequence
 from kafkalog.errors import KafkalogError
 from kafkalog.log.logdir import parse_partition_dir_name
 from kafkalog.cleaner.cleanable import NotCleanableReason
-from kafkalog.cleaner.cleaner import (OUTCOME_DONE, OUTCOME_DRY_RUN, OUTCOME_FAILED, OUTCOME_NOT_NEEDED, PartitionCleanResult,
-                                      clean_partition, plan_partition)
+from kafkalog.cleaner.cleaner import clean_partition
+from kafkalog.cleaner.plan import plan_partition
+from kafkalog.cleaner.results import (OUTCOME_DONE, OUTCOME_DRY_RUN, OUTCOME_FAILED, OUTCOME_NOT_NEEDED,
+                                      PartitionCleanResult)
 from kafkalog.log.local_log import pending_swap_files
 from kafkalog.log.recover import recover_partition
 

@@ -20,7 +20,7 @@ APPROXIMATION: a broker drops expired producers only every
 still treats a producer as active; offline the expiry is evaluated exactly at the given ``now_ms``.
 The state is seeded as a broker loads it (``ProducerStateManager.truncateAndReload``): from the
 newest snapshot in (logStartOffset, logEndOffset], its expired entries dropped, then the batches
-from the snapshot's offset are replayed (see ``cleaner._seed_producer_state``).
+from the snapshot's offset are replayed (see ``plan._seed_producer_state``).
 
 The first unstable offset is the smallest first offset of the transactions still open at the
 log end (the cleaner never passes it).

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import List, Mapping, Optional, Tuple
 
 from kafkalog.format import record_batch as rb
-from kafkalog.log.local_log import SourceBatch
+from kafkalog.cleaner.source_segments import SourceBatch
 from kafkalog.cleaner.offset_map import OffsetMap
 from kafkalog.cleaner.producer_state import LastRecord
 

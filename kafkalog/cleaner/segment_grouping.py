@@ -14,21 +14,14 @@ Each group becomes one segment whose base offset is its first segment's.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import List, Sequence
+
+from kafkalog.log.segment import LogSegment
 
 INT32_MAX = 2**31 - 1
 
 
-@dataclass(frozen=True)
-class GroupableSegment:
-    base_offset: int
-    size_bytes: int
-    offset_index_bytes: int
-    time_index_bytes: int
-
-
-def group_segments_by_size(segments: Sequence[GroupableSegment], *, max_size: int, max_index_size: int,
+def group_segments_by_size(segments: Sequence[LogSegment], *, max_size: int, max_index_size: int,
                            first_uncleanable_offset: int) -> List[List[int]]:
     """Group ``segments`` (ascending base offset); returns lists of indexes into ``segments``."""
     groups: List[List[int]] = []
@@ -36,18 +29,18 @@ def group_segments_by_size(segments: Sequence[GroupableSegment], *, max_size: in
     while i < n:
         first = segments[i]
         group = [i]
-        log_size, index_size, time_size = first.size_bytes, first.offset_index_bytes, first.time_index_bytes
+        log_size, index_size, time_size = first.size, first.offset_index_bytes, first.time_index_bytes
         i += 1
         while i < n:
             s = segments[i]
             last_offset = (segments[i + 1].base_offset if i + 1 < n else first_uncleanable_offset) - 1
-            if not (log_size + s.size_bytes <= max_size
+            if not (log_size + s.size <= max_size
                     and index_size + s.offset_index_bytes <= max_index_size
                     and time_size + s.time_index_bytes <= max_index_size
-                    and (s.size_bytes == 0 or last_offset - first.base_offset <= INT32_MAX)):
+                    and (s.size == 0 or last_offset - first.base_offset <= INT32_MAX)):
                 break
             group.append(i)
-            log_size += s.size_bytes
+            log_size += s.size
             index_size += s.offset_index_bytes
             time_size += s.time_index_bytes
             i += 1

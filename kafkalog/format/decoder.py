@@ -21,18 +21,13 @@ from kafkalog.format.buffer_pool import OUTPUT_POOL
 from kafkalog.format.compression import DEFAULT_MAX_BATCH_BYTES, OutputBuffer, decompress_into
 from kafkalog.format.file_records import HeaderArrays
 from kafkalog.format.schema import HEADER_TYPE, HEADERS_TYPE, RECORD_SCHEMA, TIMESTAMP_TYPE
+from kafkalog.topic_partition import UNKNOWN_PARTITION, TopicPartition
 
 _INT32_MAX = (1 << 31) - 1
 MIN_RECORD_SIZE = rb.MIN_RECORD_SIZE
 # Record data decoded by one call, at most: Arrow binary offsets are int32, so one RecordBatch must
 # stay well below 2 GiB of keys (or values); a single larger batch cannot be split and is refused.
 MAX_DECODE_BYTES = 1 << 30
-
-
-@dataclass(frozen=True)
-class PartitionId:
-    topic: Optional[str]
-    partition: Optional[int]
 
 
 def _readonly(a: np.ndarray) -> np.ndarray:
@@ -256,7 +251,7 @@ def _batch_columns(h: HeaderArrays, counts: np.ndarray) -> dict:
     }
 
 
-def _assemble(n: int, pid: PartitionId, key: pa.Array, value: pa.Array, offsets: np.ndarray, ts: np.ndarray,
+def _assemble(n: int, pid: TopicPartition, key: pa.Array, value: pa.Array, offsets: np.ndarray, ts: np.ndarray,
               ts_type: pa.Array, headers: pa.Array, batch_cols: dict, *,
               ts_nulls: Optional[int] = None) -> pa.RecordBatch:
     ts_bitmap, ts_nulls = _validity(ts != rb.NO_TIMESTAMP) if ts_nulls != 0 else (None, 0)
@@ -280,7 +275,7 @@ def empty_record_batch() -> pa.RecordBatch:
 
 # --- reference engine ----------------------------------------------------------------------
 
-def decode_reference(buf, h: HeaderArrays, pid: PartitionId, *, path=None, verify_crc: bool = True,
+def decode_reference(buf, h: HeaderArrays, pid: TopicPartition, *, path=None, verify_crc: bool = True,
                      max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES, budget: Optional[int] = None):
     """Decode a prefix of ``h`` holding at most ``budget`` bytes of keys and values (at least one
     batch). Returns (RecordBatch, number of batches consumed)."""
@@ -311,7 +306,7 @@ def decode_reference(buf, h: HeaderArrays, pid: PartitionId, *, path=None, verif
 
 
 def _rows_batch(rows: List[ref.RecordRow], h: HeaderArrays, counts: np.ndarray, base_offsets: np.ndarray,
-                pid: PartitionId) -> pa.RecordBatch:
+                pid: TopicPartition) -> pa.RecordBatch:
     """The reference engine's rows as a RecordBatch: ``counts[b]`` rows come from batch b of ``h``."""
     n = len(rows)
     header_rows = [[{"key": k, "value": v} for k, v in r.headers] for r in rows]
@@ -348,7 +343,7 @@ def _records_regions(h: HeaderArrays):
     return codec, b_src, b_start, b_end
 
 
-def decode_accel(buf: np.ndarray, h: HeaderArrays, pid: PartitionId, *, path=None, verify_crc: bool = True,
+def decode_accel(buf: np.ndarray, h: HeaderArrays, pid: TopicPartition, *, path=None, verify_crc: bool = True,
                  max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES, budget: Optional[int] = None):
     """Decode a prefix of the batches ``h`` whose record data (decompressed) stays within ``budget``
     bytes (at least one batch). Returns (RecordBatch, number of batches consumed)."""
@@ -367,7 +362,7 @@ def decode_accel(buf: np.ndarray, h: HeaderArrays, pid: PartitionId, *, path=Non
         _WORKSPACES.release(ws)
 
 
-def _decode_accel(buf, h: HeaderArrays, pid: PartitionId, ws: _Workspace, nb: int, codec, b_src, b_start, b_end, *,
+def _decode_accel(buf, h: HeaderArrays, pid: TopicPartition, ws: _Workspace, nb: int, codec, b_src, b_start, b_end, *,
                   path, verify_crc, max_batch_bytes, budget):
     dbuf = _EMPTY
     out = ws.out
@@ -389,13 +384,13 @@ def decode_decompressed(buf: np.ndarray, dbuf: np.ndarray, h: HeaderArrays, b_sr
     decompressed bytes (the cleaner rewrites batches from them) and so decompresses once."""
     ws = _WORKSPACES.acquire()
     try:
-        return _checked_records(buf, dbuf, h, PartitionId(None, None), ws, b_src, b_start, b_end, path=path,
+        return _checked_records(buf, dbuf, h, UNKNOWN_PARTITION, ws, b_src, b_start, b_end, path=path,
                                 verify_crc=False, max_batch_bytes=max_batch_bytes)
     finally:
         _WORKSPACES.release(ws)
 
 
-def _checked_records(buf, dbuf, h: HeaderArrays, pid: PartitionId, ws: _Workspace, b_src, b_start, b_end, *, path,
+def _checked_records(buf, dbuf, h: HeaderArrays, pid: TopicPartition, ws: _Workspace, b_src, b_start, b_end, *, path,
                      verify_crc, max_batch_bytes) -> pa.RecordBatch:
     """The records of the batches ``h`` (see _decode_records), once every batch's record count has been
     checked against the bytes that hold its records."""
@@ -414,7 +409,7 @@ def _checked_records(buf, dbuf, h: HeaderArrays, pid: PartitionId, ws: _Workspac
     return _decode_records(buf, dbuf, h, pid, ws, b_src, b_start, b_end, counts, path=path)
 
 
-def _decode_records(buf, dbuf, h: HeaderArrays, pid: PartitionId, ws: _Workspace, b_src, b_start, b_end, counts, *,
+def _decode_records(buf, dbuf, h: HeaderArrays, pid: TopicPartition, ws: _Workspace, b_src, b_start, b_end, counts, *,
                     path, origin=None) -> pa.RecordBatch:
     """Walk ``counts[b]`` records of each batch b from [b_start[b], b_end[b]) of ``buf`` or ``dbuf``
     (``b_src``) into one RecordBatch. ``origin`` (default b_start) is where a batch's decompressed
@@ -580,7 +575,7 @@ def decompress_batches(buf: np.ndarray, h: HeaderArrays, out: OutputBuffer, *, p
     budget = MAX_DECODE_BYTES if budget is None else min(budget, MAX_DECODE_BYTES)
     max_batch_bytes = min(max_batch_bytes, MAX_DECODE_BYTES)
     codec, b_src, b_start, b_end = _records_regions(h)
-    nb, at = _decompress_window(buf, h, codec, b_src, b_start, b_end, out, PartitionId(None, None), path=path,
+    nb, at = _decompress_window(buf, h, codec, b_src, b_start, b_end, out, UNKNOWN_PARTITION, path=path,
                                 verify_crc=False, max_batch_bytes=max_batch_bytes, budget=budget)
     dbuf = _readonly(out.array[:at]) if at else _EMPTY
     return nb, b_src[:nb], b_start[:nb], b_end[:nb], dbuf
@@ -612,7 +607,7 @@ def _headers_accel(buf, dbuf, b_src, counts, hdr_count, hdr_pos, nh: int, cap: i
     return pa.ListArray.from_arrays(pa.array(list_off), structs, type=HEADERS_TYPE)
 
 
-def decode_window(buf, h: HeaderArrays, pid: PartitionId, *, engine: str, path=None, verify_crc: bool = True,
+def decode_window(buf, h: HeaderArrays, pid: TopicPartition, *, engine: str, path=None, verify_crc: bool = True,
                   max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES, budget: Optional[int] = None):
     """Decode (a prefix of) ``h``: returns (RecordBatch, number of batches consumed)."""
     if engine == "python":
@@ -642,7 +637,7 @@ class BatchSlices:
     raised before any row of it is delivered (a batch is all or nothing, as in a window); iterating
     then yields the slices. Memory: the payload plus one slice. :meth:`close` frees the payload."""
 
-    def __init__(self, buf, h1: HeaderArrays, pid: PartitionId, *, engine: str, path=None,
+    def __init__(self, buf, h1: HeaderArrays, pid: TopicPartition, *, engine: str, path=None,
                  max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES, rows: int = SLICE_RECORDS):
         self.h1, self.pid, self.engine, self.path, self.rows = h1, pid, engine, path, rows
         self.buf = buf
@@ -656,8 +651,11 @@ class BatchSlices:
         if codec == 0:
             self.src, self.start, self.end, self.compressed = buf, start, end, False
         else:
-            used = decompress_into(codec, memoryview(buf)[start:end], self._out, 0, magic=2,
-                                   max_bytes=min(max_batch_bytes, MAX_DECODE_BYTES))
+            try:
+                used = decompress_into(codec, memoryview(buf)[start:end], self._out, 0, magic=2,
+                                       max_bytes=min(max_batch_bytes, MAX_DECODE_BYTES))
+            except KafkalogError as e:
+                raise e.with_location(path=path, position=self.position)
             self.src, self.start, self.end, self.compressed = _readonly(self._out.array[:used]), 0, used, True
         if self.count > (self.end - self.start) // MIN_RECORD_SIZE:
             raise InvalidRecordError(f"batch at offset {int(h1.baseOffset[0])} declares {self.count} records but its "

@@ -23,7 +23,8 @@ from kafkalog.format import record_batch as rb
 from kafkalog.format.compression import release_frames
 from kafkalog.format.buffer_pool import available_memory_bytes
 from kafkalog.format import decoder
-from kafkalog.format.decoder import BatchSlices, PartitionId, decode_window, needs_slicing
+from kafkalog.format.decoder import BatchSlices, decode_window, needs_slicing
+from kafkalog.topic_partition import UNKNOWN_PARTITION, TopicPartition
 from kafkalog.format.file_records import (OK_END, OK_WINDOW, HeaderArrays, MappedFile, check_crcs, crc_error,
                                           resolve_engine, scan_buffer, walk_error, _scan)
 from kafkalog.format.schema import RECORD_SCHEMA
@@ -63,15 +64,15 @@ class ReadOptions:
             raise ValueError(f"threads must be 0 (one per core) or more, not {self.threads}")
 
 
-def partition_of(path) -> PartitionId:
+def partition_of(path) -> TopicPartition:
     """Topic and partition from the folder a file sits in (``orders-3``); None outside one."""
     from kafkalog.log.logdir import parse_partition_dir_name
     folder = Path(path).resolve().parent.name
     try:
         topic, partition, _kind = parse_partition_dir_name(folder)
     except InvalidFileNameError:
-        return PartitionId(None, None)
-    return PartitionId(topic, partition)
+        return UNKNOWN_PARTITION
+    return TopicPartition(topic, partition)
 
 
 @dataclass
@@ -98,7 +99,7 @@ class SegmentReader:
             raise ValueError(f"byte range [{start}, {end}) of {self.path} is not a range")
         self.start, self.end = start, end     # a byte range of the file; both must be batch boundaries
         pid = partition_of(path)
-        self.pid = PartitionId(topic if topic is not None else pid.topic,
+        self.pid = TopicPartition(topic if topic is not None else pid.topic,
                                partition if partition is not None else pid.partition)
         self.valid_bytes = start
         self.error: Optional[KafkalogError] = None

@@ -13,7 +13,9 @@ import pyarrow.compute as pc
 
 from kafkalog.config import KafkaConfigs
 from kafkalog.log.logdir import KRAFT_METADATA_TOPIC
-from kafkalog.retention.policy import HW_MISSING_ZERO, LogState, Segment, plan_retention, resolve_high_watermark
+from kafkalog.log.local_log import HW_MISSING_ZERO, high_watermark
+from kafkalog.log.segment import LogSegment
+from kafkalog.retention.policy import LogState, plan_retention
 
 PLAN_SCHEMA = pa.schema([
     pa.field("log_dir", pa.string()),
@@ -88,10 +90,10 @@ def _plan_rows(cols: dict, start: int, end: int, configs: KafkaConfigs, now_ms: 
     topic = cols["topic"][start]
     config = configs.for_topic(topic)
     log_start, log_end = cols["log_start_offset"][start], cols["log_end_offset"][start]
-    hw = resolve_high_watermark(cols["high_watermark_checkpoint"][start], log_start_offset=log_start,
-                                log_end_offset=log_end, missing=hw_missing)
+    hw = high_watermark(cols["high_watermark_checkpoint"][start], log_start_offset=log_start, log_end_offset=log_end,
+                        missing=hw_missing)
     stamps = cols["largest_timestamp_ms"][start:end]
-    segments = tuple(map(Segment, cols["base_offset"][start:end], cols["size"][start:end], stamps))
+    segments = tuple(map(LogSegment, cols["base_offset"][start:end], cols["size"][start:end], stamps))
     plan = plan_retention(LogState(segments, log_start, log_end, hw), config, now_ms,
                           cleaner_enabled=configs.broker.cleaner_enable)
     n = end - start

@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping, Optional
 
-from kafkalog.catalog import PartitionState
+from kafkalog.log.local_log import LocalLog
+from kafkalog.topic_partition import TopicPartition
 from kafkalog.checkpoint import (LEADER_EPOCH_CHECKPOINT, EpochEntry, fsync_dir, read_leader_epoch_checkpoint,
                                  write_leader_epoch_checkpoint)
 from kafkalog.log.durable import ownership_for, remove, rename, set_mtime, write_file
@@ -67,8 +68,8 @@ def truncate_epochs_from_start(entries: Iterable[EpochEntry], start_offset: int)
     return [EpochEntry(removed[-1].epoch, start_offset)] + kept
 
 
-def updated_log_start_offsets(current: Mapping[tuple[str, int], int],
-                              changes: Mapping[tuple[str, int], tuple[int, int]]) -> dict[tuple[str, int], int]:
+def updated_log_start_offsets(current: Mapping[TopicPartition, int],
+                              changes: Mapping[TopicPartition, tuple[int, int]]) -> dict[TopicPartition, int]:
     """The new ``log-start-offset-checkpoint`` entries: ``changes`` maps a partition to (new log start
     offset, its first remaining segment's base offset). As ``LogManager.checkpointLogStartOffsetsInDir``
     writes it, a partition has an entry only when its log start offset is above its first segment's
@@ -129,7 +130,7 @@ def _sibling_model(path: Path) -> Path:
     return siblings[-1] if siblings else path.parent
 
 
-def apply_plan(state: PartitionState, plan: RetentionPlan, *, now_ms: int, tag: int = 0,
+def apply_plan(state: LocalLog, plan: RetentionPlan, *, now_ms: int, tag: int = 0,
                result: Optional[DeletionResult] = None) -> DeletionResult:
     """Steps 1–4 above for one partition. Everything that can be checked is checked before anything
     is touched (PlanOutdatedError, or the leader-epoch file's CheckpointError); ``result`` (pass your

@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Callable, Optional, Sequence
 
 from kafkalog.config import LogConfig
+from kafkalog.log.segment import NO_TIMESTAMP, LogSegment
 
 LOG_START_OFFSET = "log_start_offset"
 RETENTION_BYTES = "retention.bytes"
@@ -36,29 +37,18 @@ NO_PRODUCER_SNAPSHOT = "no-producer-snapshot"
 
 DELETE, KEEP = "delete", "keep"
 
-# What to assume when replication-offset-checkpoint has no entry for the partition.
-HW_MISSING_ZERO = "zero"             # a broker: HW 0, clamped to the log start offset (deletes ~nothing)
-HW_MISSING_LOG_END = "log-end"       # a backup without the checkpoint: treat everything as replicated
-HW_MISSING_CHOICES = (HW_MISSING_ZERO, HW_MISSING_LOG_END)
-
 
 # --- data structures -----------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class Segment:
-    """What retention needs of a segment."""
-
-    base_offset: int
-    size: int
-    largest_timestamp_ms: int
-
-
-@dataclass(frozen=True)
 class LogState:
-    """A partition's log as retention sees it; ``segments`` ascending by base offset, the last one
-    active. ``high_watermark`` is already resolved (see :func:`resolve_high_watermark`)."""
+    """A partition's log as retention's passes see it: ``segments`` ascending by base offset, the last
+    one active, and the offsets with the high watermark already resolved
+    (:func:`kafkalog.log.local_log.high_watermark`, under the caller's choice for a missing entry). Kept
+    apart from the loaded ``LocalLog`` because the passes rewrite it (each pass drops a prefix and may
+    roll), and because the catalog-table path builds it from Arrow rows, with no folder behind it."""
 
-    segments: tuple[Segment, ...]
+    segments: tuple[LogSegment, ...]
     log_start_offset: int
     log_end_offset: int
     high_watermark: int
@@ -96,22 +86,9 @@ class RetentionPlan:
         return sum(d.size for d in self.deleted)
 
 
-# --- the inputs ----------------------------------------------------------------------------------
-
-def resolve_high_watermark(checkpointed: Optional[int], *, log_start_offset: int, log_end_offset: int,
-                           missing: str = HW_MISSING_ZERO) -> int:
-    """The high watermark a broker would load: the checkpoint value, 0 when absent (or the log end
-    offset with ``missing="log-end"``), clamped to [log start offset, log end offset]."""
-    if missing not in HW_MISSING_CHOICES:
-        raise ValueError(f"missing must be one of {HW_MISSING_CHOICES}, not {missing!r}")
-    if checkpointed is None:
-        checkpointed = log_end_offset if missing == HW_MISSING_LOG_END else 0
-    return min(max(checkpointed, log_start_offset), log_end_offset)
-
-
 # --- predicates (deleteOldSegments' three passes) ---------------------------------------------------
 
-Predicate = Callable[[Segment, Optional[Segment]], bool]
+Predicate = Callable[[LogSegment, Optional[LogSegment]], bool]
 
 
 def log_start_offset_breached(log_start_offset: int) -> Predicate:
@@ -123,7 +100,7 @@ def retention_size_breached(total_size: int, retention_bytes: int) -> Predicate:
     """Pass 2 (stateful): deleting the segment keeps the log at or above retention.bytes."""
     diff = total_size - retention_bytes
 
-    def predicate(segment: Segment, successor: Optional[Segment]) -> bool:
+    def predicate(segment: LogSegment, successor: Optional[LogSegment]) -> bool:
         nonlocal diff
         if diff - segment.size >= 0:
             diff -= segment.size
@@ -163,14 +140,14 @@ def _delete_prefix(log: LogState, count: int) -> tuple[LogState, Optional[int]]:
     roll_at = None
     if count == len(segments):
         roll_at = log.log_end_offset
-        segments.append(Segment(log.log_end_offset, 0, -1))
+        segments.append(LogSegment(log.log_end_offset, 0, NO_TIMESTAMP))
     kept = tuple(segments[count:])
     # maybeIncrementLogStartOffset: only forward; never past the HW, which the deletable walk ensures
     new_start = max(log.log_start_offset, kept[0].base_offset)
     return replace(log, segments=kept, log_start_offset=new_start), roll_at
 
 
-def _stop_reason(rule: str, log: LogState, segment: Segment, successor: Optional[Segment], config: LogConfig,
+def _stop_reason(rule: str, log: LogState, segment: LogSegment, successor: Optional[LogSegment], config: LogConfig,
                  now_ms: int, remaining: int) -> str:
     """Why the walk of ``rule`` stopped at ``segment``; ``remaining`` is the log size at that point."""
     upper = successor.base_offset if successor is not None else log.log_end_offset
@@ -242,7 +219,7 @@ def plan_retention(log: LogState, config: LogConfig, now_ms: int, *, cleaner_ena
                          high_watermark=original.high_watermark)
 
 
-def _delete_reason(rule: str, segment: Segment, config: LogConfig, now_ms: int, log: LogState) -> str:
+def _delete_reason(rule: str, segment: LogSegment, config: LogConfig, now_ms: int, log: LogState) -> str:
     if rule == LOG_START_OFFSET:
         return f"entirely below the log start offset {log.log_start_offset}"
     if rule == RETENTION_BYTES:
@@ -269,7 +246,7 @@ def decisions_as_rows(plan: RetentionPlan) -> list[dict]:
 
 
 __all__: Sequence[str] = (
-    "Segment", "LogState", "SegmentDecision", "RetentionPlan", "NO_PRODUCER_SNAPSHOT", "resolve_high_watermark",
+    "LogState", "SegmentDecision", "RetentionPlan", "NO_PRODUCER_SNAPSHOT",
     "log_start_offset_breached", "retention_size_breached", "retention_ms_breached",
     "deletable_segments", "plan_retention", "keep_active_segment", "decisions_as_rows",
 )

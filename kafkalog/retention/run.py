@@ -23,7 +23,8 @@ from typing import Iterable, Optional
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kafkalog.catalog import LogDirCheckpoints, PartitionState, load_partition, read_log_dir_checkpoints
+from kafkalog.log.local_log import (HW_MISSING_ZERO, LocalLog, LogDirCheckpoints, load_partition,
+                                    read_log_dir_checkpoints)
 from kafkalog.checkpoint import LOG_START_OFFSET_CHECKPOINT, read_offset_checkpoint, write_offset_checkpoint
 from kafkalog.config import KafkaConfigs
 from kafkalog.errors import KafkalogError
@@ -33,8 +34,8 @@ from kafkalog.retention.deletion import (DeletionResult, apply_plan, purge_delet
                                          updated_log_start_offsets)
 from kafkalog.log.logdir import (CLEANED_SUFFIX, DELETED_SUFFIX, KRAFT_METADATA_TOPIC, LIVE, LOG_SUFFIX, SWAP_SUFFIX,
                                  format_segment_file_name, parse_partition_dir_name, parse_segment_file_name, scan_partition_dir)
-from kafkalog.retention.policy import (HW_MISSING_ZERO, NO_PRODUCER_SNAPSHOT, LogState, Segment, keep_active_segment,
-                                       plan_retention, resolve_high_watermark)
+from kafkalog.topic_partition import TopicPartition
+from kafkalog.retention.policy import NO_PRODUCER_SNAPSHOT, LogState, keep_active_segment, plan_retention
 
 PLANNED, APPLIED, SKIPPED, ERROR = "planned", "applied", "skipped", "error"
 EARLIER_ATTEMPT = "earlier attempt"      # the rule of a segment an earlier attempt of this run deleted
@@ -146,14 +147,12 @@ def retain_partition(path: os.PathLike | str, *, log_dir: Optional[os.PathLike |
     return out
 
 
-def _decide(state: PartitionState, config, configs: KafkaConfigs, now_ms: int, hw_missing: str, out: dict) -> None:
+def _decide(state: LocalLog, config, configs: KafkaConfigs, now_ms: int, hw_missing: str, out: dict) -> None:
     if not state.segments:
         out.update(status=SKIPPED, message="no segments")
         return
-    hw = resolve_high_watermark(state.high_watermark_checkpoint, log_start_offset=state.log_start_offset,
-                                log_end_offset=state.log_end_offset, missing=hw_missing)
-    log = LogState(tuple(Segment(s.base_offset, s.size, s.largest_timestamp_ms) for s in state.segments),
-                   state.log_start_offset, state.log_end_offset, hw)
+    hw = state.high_watermark(hw_missing)
+    log = LogState(tuple(state.segments), state.log_start_offset, state.log_end_offset, hw)
     plan = plan_retention(log, config, now_ms, cleaner_enabled=configs.broker.cleaner_enable)
     if plan.roll_at is not None:
         missing = _producer_state_lost_by_roll(state, plan.roll_at)
@@ -185,7 +184,7 @@ class EarlierAttempt:
     left_behind: list[Path]                   # their files it left live, interrupted inside a segment
 
 
-def deleted_by_earlier_attempt(state: PartitionState, now_ms: int, tag: int) -> EarlierAttempt:
+def deleted_by_earlier_attempt(state: LocalLog, now_ms: int, tag: int) -> EarlierAttempt:
     """The segments below the first live one whose ``.log`` the run (``now_ms``, ``tag``) renamed to
     ``.deleted``, and their indexes and producer snapshots still live."""
     first = state.segments[0].base_offset if state.segments else None
@@ -213,7 +212,7 @@ def deleted_by_earlier_attempt(state: PartitionState, now_ms: int, tag: int) -> 
     return EarlierAttempt(sorted(found), sorted(left))
 
 
-def _count_earlier_attempt(state: PartitionState, now_ms: int, tag: int, out: dict) -> None:
+def _count_earlier_attempt(state: LocalLog, now_ms: int, tag: int, out: dict) -> None:
     found = deleted_by_earlier_attempt(state, now_ms, tag)
     earlier = found.segments
     if not earlier:
@@ -226,7 +225,7 @@ def _count_earlier_attempt(state: PartitionState, now_ms: int, tag: int, out: di
                _left_behind=found.left_behind)
 
 
-def _producer_state_lost_by_roll(state: PartitionState, roll_at: int) -> Optional[str]:
+def _producer_state_lost_by_roll(state: LocalLog, roll_at: int) -> Optional[str]:
     """Why rolling and deleting every segment would lose producer state, or None. A broker's roll
     writes ``<log end offset>.snapshot`` (ProducerStateManager.takeSnapshot) and keeps it; offline we
     cannot rebuild that state, so the roll is safe only when the snapshot is already there (a clean
@@ -244,7 +243,7 @@ def _producer_state_lost_by_roll(state: PartitionState, roll_at: int) -> Optiona
     return None
 
 
-def _apply(state: PartitionState, config, now_ms: int, tag: int, delete_delay_ms: Optional[int], out: dict) -> None:
+def _apply(state: LocalLog, config, now_ms: int, tag: int, delete_delay_ms: Optional[int], out: dict) -> None:
     plan = out["_plan"]
     result = DeletionResult()
     try:
@@ -283,7 +282,7 @@ def finish_log_dir(log_dir: os.PathLike | str, outcomes: Iterable[dict]) -> dict
     changes = {}
     for o in outcomes:     # every applied partition, as a broker rewrites every log's entry: a run after one
         if o.get("status") == APPLIED:   # killed before this step puts right the entries it left stale
-            changes[(o["topic"], o["partition"])] = (o["new_log_start_offset"], o["first_base_offset_after"])
+            changes[TopicPartition(o["topic"], o["partition"])] = (o["new_log_start_offset"], o["first_base_offset_after"])
     if not changes:
         return {"path": os.fspath(path), "changed": []}
     current = read_offset_checkpoint(path)

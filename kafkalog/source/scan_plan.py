@@ -40,7 +40,9 @@ import numpy as np
 
 from kafkalog import checkpoint
 from kafkalog.lookup import partition_log as lookup
-from kafkalog.catalog import FROM_BATCHES, FROM_TIMEINDEX, load_partition, read_log_dir_checkpoints
+from kafkalog.lookup.rules import offset_index_problem, time_index_problem
+from kafkalog.log.local_log import high_watermark, load_partition, read_log_dir_checkpoints
+from kafkalog.log.segment import FROM_BATCHES, FROM_TIMEINDEX
 from kafkalog.errors import KafkalogError
 from kafkalog.format import control_record
 from kafkalog.format.file_records import scan_batches
@@ -93,7 +95,8 @@ class PartitionFacts:
         """What a consumer sees as the end: the high watermark where checkpointed, else the log end."""
         if self.high_watermark is None:
             return self.log_end_offset
-        return lookup.clamp_high_watermark(self.high_watermark, self.log_start_offset, self.log_end_offset)
+        return high_watermark(self.high_watermark, log_start_offset=self.log_start_offset,
+                              log_end_offset=self.log_end_offset)
 
     @property
     def size(self) -> int:
@@ -528,7 +531,7 @@ def _offset_entries(seg: SegmentFacts):
         index = read_offset_index(seg.index, base_offset=seg.base_offset)
     except (KafkalogError, OSError, ValueError):
         return None
-    if lookup.offset_index_problem(index, seg.size) is not None:
+    if offset_index_problem(index, seg.size) is not None:
         return None
     return index
 
@@ -541,7 +544,7 @@ def _timestamp_seek(seg: SegmentFacts, index, ts: int) -> int:
         tindex = read_time_index(seg.timeindex, base_offset=seg.base_offset)
     except (KafkalogError, OSError, ValueError):
         return 0
-    if lookup.time_index_problem(tindex) is not None or not len(tindex):
+    if time_index_problem(tindex) is not None or not len(tindex):
         return 0
     _t, offset = tindex.lookup(ts)
     return int(index.lookup(offset)[1])

@@ -187,7 +187,7 @@ def _run_demo(args) -> int:
 # --- offsets / fetch (kafkalog.lookup.partition_log) -------------------------------------------------------
 
 def _time_spec(text: str) -> int:
-    from kafkalog.lookup.partition_log import parse_time_spec
+    from kafkalog.lookup.rules import parse_time_spec
     try:
         return parse_time_spec(text)
     except ValueError as e:
@@ -373,7 +373,7 @@ def _fetch(args) -> int:
 
     import pyarrow as pa
 
-    from kafkalog.lookup.partition_log import WHY_TEXT
+    from kafkalog.lookup.rules import WHY_TEXT
 
     found = _find_partition_dirs(args.log_dirs, args.topic, [args.partition])
     path, log_dir = found[args.partition]

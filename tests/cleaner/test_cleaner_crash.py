@@ -12,7 +12,7 @@ import pytest
 
 from kafkalog.checkpoint import CLEANER_OFFSET_CHECKPOINT, read_offset_checkpoint
 from kafkalog.cleaner import clean_log_dir, clean_partition, recover_log_dirs
-from kafkalog.cleaner.cleaner import STEP_CHECKPOINT, STEP_INSTALL
+from kafkalog.cleaner.swap import STEP_CHECKPOINT, STEP_INSTALL
 from kafkalog.tools.cli import main
 from kafkalog.config import configs_from_mappings
 from kafkalog.errors import LogDirLockedError

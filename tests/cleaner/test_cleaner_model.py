@@ -9,23 +9,23 @@ import pytest
 
 from kafkalog.checkpoint import (CLEANER_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT, read_offset_checkpoint,
                                  write_offset_checkpoint)
-from kafkalog.cleaner import (ExactOffsetMap, NotCleanableReason, SegmentStats, build_partition_offset_map,
+from kafkalog.cleaner import (ExactOffsetMap, NotCleanableReason, build_partition_offset_map,
                               cleanable_offsets, group_segments_by_size, plan_partition)
 from kafkalog.cleaner.cleaner import read_chunks
-from kafkalog.cleaner.segment_grouping import GroupableSegment
 from kafkalog.config import LogConfig
 from kafkalog.format import control_record as cr
 from kafkalog.format import record_batch as rb
 from kafkalog.index import read_offset_index, read_time_index
 from kafkalog.index.transaction_index import read_transaction_index
 from kafkalog.log.logdir import format_segment_file_name
+from kafkalog.log.segment import LogSegment
 from cleaner_model import (DAY, T0, TOPIC, clean, data, encode, example_log, flatten, log_config, marker, read_partition,
                            records_of, reference_round, write_partition)
 
 # --- unit tests of the pure pieces -----------------------------------------------------------
 
 def _segments(*spec):
-    return [SegmentStats(base, size, ts, ts) for base, size, ts in spec]
+    return [LogSegment(base, size, ts, first_batch_timestamp_ms=ts) for base, size, ts in spec]
 
 
 def test_cleanable_offsets_rules():
@@ -71,14 +71,18 @@ def test_cleanable_offsets_rules():
                                  config=LogConfig()).cleanable
 
 
+def _groupable(base, size, index_bytes, time_index_bytes) -> LogSegment:
+    return LogSegment(base, size, offset_index_bytes=index_bytes, time_index_bytes=time_index_bytes)
+
+
 def test_group_segments_by_size():
-    segs = [GroupableSegment(0, 600, 80, 120), GroupableSegment(100, 400, 80, 120), GroupableSegment(200, 1, 8, 12),
-            GroupableSegment(300, 500, 8, 12)]
+    segs = [_groupable(0, 600, 80, 120), _groupable(100, 400, 80, 120), _groupable(200, 1, 8, 12),
+            _groupable(300, 500, 8, 12)]
     assert group_segments_by_size(segs, max_size=1000, max_index_size=1000, first_uncleanable_offset=400) == \
         [[0, 1], [2, 3]]
     assert group_segments_by_size(segs, max_size=10_000, max_index_size=200, first_uncleanable_offset=400) == \
         [[0], [1, 2, 3]]
-    big = [GroupableSegment(0, 10, 0, 0), GroupableSegment(2**31 - 5, 10, 0, 0), GroupableSegment(2**31 + 10, 0, 0, 0)]
+    big = [_groupable(0, 10, 0, 0), _groupable(2**31 - 5, 10, 0, 0), _groupable(2**31 + 10, 0, 0, 0)]
     assert group_segments_by_size(big, max_size=10_000, max_index_size=100,
                                   first_uncleanable_offset=2**31 + 20) == [[0, 1, 2]] or True
     assert group_segments_by_size(big[:2], max_size=10_000, max_index_size=100,

@@ -15,6 +15,7 @@ import pytest
 from kafkalog.checkpoint import (CLEANER_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT, read_offset_checkpoint,
                                  write_offset_checkpoint)
 from kafkalog.cleaner import cleaner as cleaner_mod
+from kafkalog.cleaner import swap
 from kafkalog.cleaner.partition_run import CLEANED, ERROR, run_partition
 from kafkalog.config import configs_from_mappings
 
@@ -39,7 +40,7 @@ def test_a_full_disk_counts_nothing_and_leaves_nothing(tmp_path, monkeypatch, wh
     d = write_partition(tmp_path / "logs", crash_log())
     before, records = _files(d), state(d)
     if where == "write":
-        monkeypatch.setattr(cleaner_mod, "_write_file", _enospc)
+        monkeypatch.setattr(swap.durable, "write_file", _enospc)
     else:
         real = os.replace
 
@@ -62,14 +63,14 @@ def test_a_failure_after_some_groups_counts_only_those(tmp_path, monkeypatch):
     d = write_partition(tmp_path / "logs", crash_log())
     config = grouped_config(d)
     calls = []
-    real = cleaner_mod._swap_in
+    real = cleaner_mod.swap_in
 
     def swap_twice_then_fail(directory, g, on_step):
         calls.append(g.base_offset)
         if len(calls) == 2:
             raise OSError(errno.EIO, "Input/output error", str(directory / "x"))
         real(directory, g, on_step)
-    monkeypatch.setattr(cleaner_mod, "_swap_in", swap_twice_then_fail)
+    monkeypatch.setattr(cleaner_mod, "swap_in", swap_twice_then_fail)
     res = cleaner_mod.clean_partition(d, config=config, now_ms=NOW)
     assert len(res.groups) == 2 and res.groups_committed == 1 and res.outcome == "failed"
     assert res.committed_counts() == res.groups[0].counts
@@ -93,7 +94,7 @@ def test_checkpoint_is_written_after_each_partition(tmp_path):
 
 def _update_many(log_dir: str, worker: int, n: int) -> None:
     for i in range(n):
-        cleaner_mod.update_cleaner_checkpoint(log_dir, f"t{worker}", i, 1000 * worker + i)
+        swap.update_cleaner_checkpoint(log_dir, f"t{worker}", i, 1000 * worker + i)
 
 
 def test_concurrent_checkpoint_updates_keep_every_entry(tmp_path):

@@ -31,11 +31,13 @@ from kafkalog.index.builder import build_indexes
 from kafkalog.index.offset_index import write_offset_index
 from kafkalog.index.time_index import write_time_index
 from kafkalog.log.logdir import format_segment_file_name
-from kafkalog.lookup.partition_log import (BEYOND_HIGH_WATERMARK, EARLIEST_TIMESTAMP, FOUND, LATEST_TIERED_TIMESTAMP,
-                                           LATEST_TIMESTAMP, MAX_TIMESTAMP, NO_TIERED_STORAGE, NO_TIMESTAMPS, NOT_IN_SEGMENT,
-                                           PAST_END, OffsetOutOfRangeError, PartitionLog, clamp_high_watermark, earliest_epoch,
-                                           effective_log_start_offset, first_segment_reaching, floor_segment, largest_timestamp,
-                                           lookup_offsets, parse_time_spec, running_max)
+from kafkalog.errors import OffsetOutOfRangeError
+from kafkalog.log.local_log import high_watermark, log_start_offset
+from kafkalog.log.segment import largest_timestamp, running_max
+from kafkalog.lookup.partition_log import PartitionLog, lookup_offsets
+from kafkalog.lookup.rules import (BEYOND_HIGH_WATERMARK, EARLIEST_TIMESTAMP, FOUND, LATEST_TIERED_TIMESTAMP, LATEST_TIMESTAMP,
+                                   MAX_TIMESTAMP, NO_TIERED_STORAGE, NO_TIMESTAMPS, NOT_IN_SEGMENT, PAST_END, earliest_epoch,
+                                   first_segment_reaching, floor_segment, parse_time_spec)
 from kafkalog.format.schema import RECORD_SCHEMA
 from kafkalog.log.records_io import read_segment
 
@@ -303,13 +305,13 @@ def test_translate_offset_and_read_records_agree_with_a_scan(tmp_path_factory, p
 # --- pure decisions ---------------------------------------------------------------------------
 
 def test_log_start_offset_high_watermark_and_epoch_rules():
-    assert effective_log_start_offset(None, 100) == 100            # absent: first segment base offset
-    assert effective_log_start_offset(50, 100) == 100              # never below the first segment
-    assert effective_log_start_offset(150, 100) == 150
-    assert effective_log_start_offset(None, None) == 0
-    assert clamp_high_watermark(None, 10, 20) == 10                # absent: 0, clamped up to the LSO
-    assert clamp_high_watermark(99, 10, 20) == 20
-    assert clamp_high_watermark(15, 10, 20) == 15
+    assert log_start_offset(None, 100) == 100                      # absent: first segment base offset
+    assert log_start_offset(50, 100) == 100                        # never below the first segment
+    assert log_start_offset(150, 100) == 150
+    assert log_start_offset(None, None) == 0
+    assert high_watermark(None, log_start_offset=10, log_end_offset=20) == 10   # absent: 0, clamped up to the LSO
+    assert high_watermark(99, log_start_offset=10, log_end_offset=20) == 20
+    assert high_watermark(15, log_start_offset=10, log_end_offset=20) == 15
     entries = [EpochEntry(0, 0), EpochEntry(2, 50), EpochEntry(5, 90)]
     assert earliest_epoch(entries, 60) == 2                       # the epoch in force at the LSO
     assert earliest_epoch(entries, 0) == 0

@@ -28,18 +28,24 @@ from hypothesis import strategies as st
 from kafka.record.memory_records import MemoryRecords
 
 from kafkalog.checkpoint import CLEANER_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT, write_offset_checkpoint
-from kafkalog.cleaner import (ExactOffsetMap, GroupableSegment, build_partition_offset_map, clean_partition,
+from kafkalog.cleaner import (ExactOffsetMap, build_partition_offset_map, clean_partition,
                               group_segments_by_size, offset_map_entries, plan_partition)
 from kafkalog.format import control_record as cr
 from kafkalog.index.transaction_index import read_transaction_index
 from kafkalog.log.logdir import format_segment_file_name
 from kafkalog.log.producer_snapshot import ProducerSnapshot, ProducerSnapshotEntry, write_producer_snapshot
+from kafkalog.log.segment import LogSegment
 
 import test_cleaner_properties as props
 from cleaner_model import B, DAY, T0, TOPIC, data, encode, flatten, log_config, marker, read_partition, \
     write_partition, write_segment_files
 
 PID = 5
+
+
+def _groupable(base, size, index_bytes, time_index_bytes) -> LogSegment:
+    """A segment as groupSegmentsBySize reads it."""
+    return LogSegment(base, size, offset_index_bytes=index_bytes, time_index_bytes=time_index_bytes)
 
 
 def pad(base: int, n: int, tag: bytes) -> B:
@@ -987,7 +993,7 @@ def test_segment_grouping(tmp_path):
     segs = []
     for i, p in enumerate(paths):
         n = sum(1 for x, _r in log.batches() if bases[i] <= x.base_offset < bases[i + 1])
-        segs.append(GroupableSegment(bases[i], p.stat().st_size, 8 * n, 12))   # one time entry: one timestamp
+        segs.append(_groupable(bases[i], p.stat().st_size, 8 * n, 12))   # one time entry: one timestamp
     leo = log.next_offset
 
     def group(max_size, max_index):
@@ -998,7 +1004,7 @@ def test_segment_grouping(tmp_path):
     assert [len(g) for g in group(2**31 - 1, 2**31 - 1)] == [len(segs)]
     assert all(len(g) == 1 for g in group(1, 2**31 - 1)) and len(group(1, 2**31 - 1)) == len(segs)
     assert all(len(g) == 1 for g in group(2**31 - 1, 1))
-    log_size = sum(s.size_bytes for s in segs[:3]) + 1
+    log_size = sum(s.size for s in segs[:3]) + 1
     assert all(len(g) == 3 for g in group(log_size, 2**31 - 1)[:-1])
     index_size = sum(s.offset_index_bytes for s in segs[:3]) + 1
     assert all(len(g) == 3 for g in group(2**31 - 1, index_size)[:-1])
@@ -1006,7 +1012,7 @@ def test_segment_grouping(tmp_path):
 
 def test_segment_grouping_with_sparse_offsets():
     """testSegmentGroupingWithSparseOffsets: a group never spans more than Int.MaxValue offsets."""
-    seg = lambda base: GroupableSegment(base, 100, 8, 12)  # noqa: E731
+    seg = lambda base: _groupable(base, 100, 8, 12)  # noqa: E731
     segs = [seg(0), seg(INT_MAX - 1)]
     assert group_segments_by_size(segs, max_size=2**31 - 1, max_index_size=2**31 - 1,
                                   first_uncleanable_offset=INT_MAX + 1) == [[0, 1]]
@@ -1022,17 +1028,17 @@ def test_segment_grouping_with_sparse_offsets_and_empty_segments():
     """testSegmentGroupingWithSparseOffsetsAndEmptySegments: non-empty segments each Int.MaxValue + 1
     offsets apart never group; once cleaned to empty they do (an empty segment skips the check)."""
     step = INT_MAX + 1
-    segs = [GroupableSegment(i * step, 140, 0, 0) for i in range(3)]
+    segs = [_groupable(i * step, 140, 0, 0) for i in range(3)]
     big = dict(max_size=2**31 - 1, max_index_size=2**31 - 1, first_uncleanable_offset=3 * step + 1)
     assert group_segments_by_size(segs, **big) == [[0], [1], [2]]
-    emptied = [GroupableSegment(0, 0, 0, 0), GroupableSegment(step, 0, 0, 0), segs[2]]
+    emptied = [_groupable(0, 0, 0, 0), _groupable(step, 0, 0, 0), segs[2]]
     assert group_segments_by_size(emptied, **big) == [[0, 1], [2]]
 
 
 def test_segment_grouping_following_load_of_zero_index():
     """testSegmentGroupingFollowingLoadOfZeroIndex: the estimate of a segment's last offset comes from
     the next base (or the first uncleanable offset), not from an index that may be empty."""
-    segs = [GroupableSegment(0, 140, 0, 0), GroupableSegment(INT_MAX // 2, 140, 0, 0)]
+    segs = [_groupable(0, 140, 0, 0), _groupable(INT_MAX // 2, 140, 0, 0)]
     groups = group_segments_by_size(segs, max_size=2**31 - 1, max_index_size=2**31 - 1,
                                     first_uncleanable_offset=INT_MAX + 2)
     assert groups == [[0], [1]]

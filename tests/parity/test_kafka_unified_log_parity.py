@@ -24,8 +24,9 @@ from kafkalog.config import configs_from_mappings
 from kafkalog.format import record_batch as rb
 from kafkalog.index import build_indexes
 from kafkalog.log.logdir import format_segment_file_name
-from kafkalog.lookup.partition_log import (EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP, LATEST_TIMESTAMP,
-                                           MAX_TIMESTAMP, UNKNOWN_TIMESTAMP, lookup_offsets)
+from kafkalog.lookup.partition_log import lookup_offsets
+from kafkalog.lookup.rules import (EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP, LATEST_TIMESTAMP,
+                                   MAX_TIMESTAMP, UNKNOWN_TIMESTAMP)
 from kafkalog.retention.run import retain_partition
 
 from cleaner_model import TOPIC, data, encode

@@ -7,12 +7,12 @@ import os
 import pytest
 
 from kafkalog import checkpoint
-from kafkalog.catalog import load_partition_path
+from kafkalog.log.local_log import load_partition_path
 from kafkalog.config import configs_from_mappings
 from kafkalog.retention.deletion import (MAX_TAG, MIN_TAG, PlanOutdatedError, apply_plan, deletion_stamp_ns, renamed_by_run,
                                          run_tag, truncate_epochs_from_start, updated_log_start_offsets)
 from kafkalog.checkpoint import EpochEntry
-from kafkalog.retention.policy import LogState, Segment, plan_retention
+from kafkalog.retention.policy import LogState, plan_retention
 from kafkalog.retention.run import EARLIER_ATTEMPT, finish_log_dir, retain_partition, retention_summary
 from kafkalog.log.records_io import read_segment
 
@@ -119,7 +119,7 @@ def test_log_start_inside_a_segment_is_kept_in_the_checkpoint(tmp_path):
 def test_a_partition_that_changed_since_planning_is_refused(tmp_path):
     folder = old_and_new(tmp_path)
     state = load_partition_path(folder)
-    log = LogState(tuple(Segment(s.base_offset, s.size, s.largest_timestamp_ms) for s in state.segments),
+    log = LogState(tuple(state.segments),
                    state.log_start_offset, state.log_end_offset, 6)
     plan = plan_retention(log, configs_from_mappings().for_topic("t"), NOW)
     with open(folder / "00000000000000000000.log", "ab") as f:

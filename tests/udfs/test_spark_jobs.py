@@ -16,7 +16,8 @@ pytest.importorskip("pyspark", reason="the Spark extra is not installed (pip ins
 from chispa import assert_df_equality  # noqa: E402
 
 from kafkalog import checkpoint  # noqa: E402
-from kafkalog.catalog import catalog_table, load_partition_path  # noqa: E402
+from kafkalog.catalog import catalog_table  # noqa: E402
+from kafkalog.log.local_log import load_partition_path  # noqa: E402
 from kafkalog.retention.deletion import deletion_stamp_ns, run_tag  # noqa: E402
 from udfs import catalog_job, delta_tables, retention_job  # noqa: E402
 from udfs.job import run  # noqa: E402
