@@ -72,7 +72,7 @@ def _add_dump(subparsers) -> None:
     p.add_argument("--skip-record-metadata", action="store_true",
                    help="with --print-data-log, print only '| key: … payload: …' per record")
     p.add_argument("--json", action="store_true",
-                   help="one JSON object per line instead of Kafka's text (schema: kafkalog.tools.dump docstring)")
+                   help="one JSON object per line instead of Kafka's text (schema: the kafkalog.tools.dump package docstring)")
     decoders = p.add_mutually_exclusive_group()
     decoders.add_argument("--offsets-decoder", action="store_true",
                           help="decode records as __consumer_offsets records (implies --print-data-log)")
@@ -84,7 +84,7 @@ def _add_dump(subparsers) -> None:
 def _check_dump_files(files: Sequence[str]) -> None:
     """Paths that do not exist or are folders are bad arguments (exit 2, nothing dumped); files of
     a kind dump does not read are skipped as kafka-dump-log skips them, unless that is all of them."""
-    from kafkalog.tools.dump import dumps_file_kind
+    from kafkalog.tools.dump.file_names import dumps_file_kind
 
     for path in files:
         if not os.path.exists(path):
@@ -99,7 +99,9 @@ def _check_dump_files(files: Sequence[str]) -> None:
 
 
 def _run_dump(args) -> int:
-    from kafkalog.tools.dump import DEFAULT_MAX_MESSAGE_SIZE, OFFSETS_DECODER, STDOUT, TRANSACTION_LOG_DECODER, DumpOptions, Dumper
+    from kafkalog.tools.dump.dumper import Dumper
+    from kafkalog.tools.dump.options import DEFAULT_MAX_MESSAGE_SIZE, OFFSETS_DECODER, TRANSACTION_LOG_DECODER, DumpOptions
+    from kafkalog.tools.dump.output import STDOUT
 
     _check_dump_files(args.files)
 
@@ -314,7 +316,7 @@ def _text(data) -> str:
 
 def _record_json(topic: str, row: dict, timestamp: int) -> dict:
     """A fetched record as ``kafkalog dump --json`` writes records (same key/value fields)."""
-    from kafkalog.tools.dump import _b64 as b64, _utf8_or_none as utf8
+    from kafkalog.tools.dump.output import b64, utf8_or_none as utf8
 
     return {"topic": topic, "partition": row["partition"], "offset": row["offset"], "timestamp": timestamp,
             "timestampType": {0: "CreateTime", 1: "LogAppendTime"}.get(row["timestampType"], "NoTimestampType"),

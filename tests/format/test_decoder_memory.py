@@ -136,10 +136,12 @@ def test_dump_deep_iteration_streams_a_huge_batch(hostile_segment):
     """Records are listed as they are parsed (a chunk at a time), so the first lines come out and
     memory stays flat; printing all 37M lines takes minutes, so the test stops after three chunks."""
     out = run_limited("""
-        import kafkalog.tools.dump as dump
-        dump.RECORD_CHUNK = 100_000
+        import kafkalog.tools.dump.batch_walk as batch_walk
+        from kafkalog.tools.dump.dumper import Dumper
+        from kafkalog.tools.dump.options import DumpOptions
+        batch_walk.RECORD_CHUNK = 100_000
         lines = 0
-        for line in dump.Dumper(dump.DumpOptions(deep_iteration=True)).dump_files([sys.argv[1]]):
+        for line in Dumper(DumpOptions(deep_iteration=True)).dump_files([sys.argv[1]]):
             lines += 1
             if lines == 350_000:
                 break
