@@ -27,7 +27,7 @@ RESULT_SCHEMA = pa.schema([
     pa.field("query_timestamp", pa.int64()),
     pa.field("query_offset", pa.int64()),
     pa.field("found", pa.bool_()),
-    pa.field("why", pa.string()),                    # kafkalog.lookup.partition_log why-codes, unknown_partition, bad_query, error
+    pa.field("why", pa.string()),                    # partition_log's why-codes, unknown_partition, bad_query, error
     pa.field("offset", pa.int64()),
     pa.field("timestamp", pa.int64()),
     pa.field("leader_epoch", pa.int32()),

@@ -72,7 +72,7 @@ def _add_dump(subparsers) -> None:
     p.add_argument("--skip-record-metadata", action="store_true",
                    help="with --print-data-log, print only '| key: … payload: …' per record")
     p.add_argument("--json", action="store_true",
-                   help="one JSON object per line instead of Kafka's text (schema: the kafkalog.tools.dump package docstring)")
+                   help="one JSON object per line instead of Kafka's text (schema: kafkalog.tools.dump docstring)")
     decoders = p.add_mutually_exclusive_group()
     decoders.add_argument("--offsets-decoder", action="store_true",
                           help="decode records as __consumer_offsets records (implies --print-data-log)")
@@ -100,7 +100,8 @@ def _check_dump_files(files: Sequence[str]) -> None:
 
 def _run_dump(args) -> int:
     from kafkalog.tools.dump.dumper import Dumper
-    from kafkalog.tools.dump.options import DEFAULT_MAX_MESSAGE_SIZE, OFFSETS_DECODER, TRANSACTION_LOG_DECODER, DumpOptions
+    from kafkalog.tools.dump.options import (DEFAULT_MAX_MESSAGE_SIZE, OFFSETS_DECODER, TRANSACTION_LOG_DECODER,
+                                             DumpOptions)
     from kafkalog.tools.dump.output import STDOUT
 
     _check_dump_files(args.files)

@@ -69,7 +69,8 @@ def test_bad_rows_unknown_and_doubled_partitions_are_answers(tmp_path):
             dict(id="n", topic="events", partition="0"),
             dict(id="u", topic="events", partition="7", timestamp="-1"),
             dict(id="twice", topic="events", partition="1", timestamp="-1")]
-    got = {r["id"]: (r["why"], r["message"]) for r in answer_queries(table(rows), folders, isolation="log_end").to_pylist()}
+    answers = answer_queries(table(rows), folders, isolation="log_end").to_pylist()
+    got = {r["id"]: (r["why"], r["message"]) for r in answers}
     assert got["p"][0] == got["t"][0] == got["n"][0] == "bad_query"
     assert "is not a time" in got["t"][1] and "neither timestamp nor offset" in got["n"][1]
     assert got["u"] == ("unknown_partition", "no live folder events-7 in the log dirs")

@@ -51,5 +51,6 @@ def test_iso_times_are_exact_milliseconds(moment):
     moment = moment.replace(microsecond=moment.microsecond // 1000 * 1000)
     text = moment.isoformat(timespec="milliseconds") + "Z"
     utc = moment.replace(tzinfo=dt.timezone.utc)
-    want = int((utc - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)).total_seconds()) * 1000 + moment.microsecond // 1000
+    seconds = int((utc - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)).total_seconds())
+    want = seconds * 1000 + moment.microsecond // 1000
     assert parse_epoch_ms(text) == want == parse_time_spec(text)
