@@ -190,28 +190,31 @@ def _add_log_dir_arguments(p) -> None:
 def _find_partition_dirs(log_dirs: Sequence[str], topic: str, partitions: Optional[Sequence[int]]):
     """{partition: (partition folder, its log dir)} of the live replicas of ``topic``; a missing log
     dir, topic or partition, or a replica in two log dirs, is a KafkalogError saying what to do."""
-    from kafkalog.log.logdir import LIVE, scan_log_dir
+    from kafkalog.log.logdir import LIVE, parse_partition_dir_name
 
     found: dict = {}
     topics: set = set()
     for log_dir in log_dirs:
         check_log_dir(log_dir)
         try:
-            listing = scan_log_dir(log_dir)
+            names = sorted(os.listdir(log_dir))
         except OSError as e:
             raise UsageError(f"cannot list the log dir ({e.strerror or e})", path=log_dir) from None
-        for partition_dir in listing.partitions:
-            if partition_dir.kind != LIVE:
+        for name in names:
+            try:
+                t, partition, kind = parse_partition_dir_name(name)
+            except KafkalogError:
                 continue
-            topics.add(partition_dir.topic)
-            if partition_dir.topic != topic:
+            if kind != LIVE or not os.path.isdir(os.path.join(log_dir, name)):
                 continue
-            partition = partition_dir.partition
+            topics.add(t)
+            if t != topic:
+                continue
             if partition in found:
                 raise KafkalogError(
                     f"{topic}-{partition} is in two log dirs ({found[partition][1]} and {log_dir})",
                     hint="a broker refuses to start like this; pass only the log dir that holds the replica you want")
-            found[partition] = (os.path.join(log_dir, partition_dir.path.name), log_dir)
+            found[partition] = (os.path.join(log_dir, name), log_dir)
     where = ", ".join(log_dirs)
     if not found:
         known = ", ".join(sorted(topics)[:20])
