@@ -2,7 +2,7 @@
 (kafkalog.tools.demo: P partitions of 5,000-record segments), answered
 
 - one by one   a fresh ``PartitionLog`` per query (what ``kafkalog offsets`` does for one question);
-- grouped      ``udfs.lookup_job.answer_queries``: one handle per partition, reused by its queries
+- grouped      ``kafkalog.lookup.bulk.answer_queries``: one handle per partition, reused by its queries
                (the code each Spark task runs);
 - spark        (``--spark``) the lookup job's ``lookup_frame`` on local[2], queries repartitioned by
                partition, answers collected.
@@ -64,20 +64,25 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.quick:
         args.partitions, args.records, args.queries = 4, 20_000, 4_000
-    from udfs.lookup_job import answer_queries, partition_folders
+    import pyarrow as pa
+
+    from kafkalog.lookup.bulk import QUERY_SCHEMA, answer_queries
+    from udfs.lookup_job import partition_folders
 
     root = ensure_log_dir(args.partitions, args.records)
     queries = make_queries(root, args.partitions, args.records, args.queries)
     folders = partition_folders(None, [root], None)
-    answer_queries(queries[:50], folders, isolation="log_end")            # warm numba and the page cache
+    table = pa.Table.from_pylist(queries, schema=QUERY_SCHEMA)
+    answer_queries(table.slice(0, 50), folders, isolation="log_end")            # warm numba and the page cache
 
     one_n = min(len(queries), 2000)
     start = time.perf_counter()
-    one = [answer_queries([q], folders, isolation="log_end")[0] for q in queries[:one_n]]
+    one = [answer_queries(table.slice(i, 1), folders, isolation="log_end").to_pylist()[0] for i in range(one_n)]
     one_s = time.perf_counter() - start
 
+    grouped_queries = pa.Table.from_pylist(sorted(queries, key=lambda q: int(q["partition"])), schema=QUERY_SCHEMA)
     start = time.perf_counter()
-    grouped = answer_queries(sorted(queries, key=lambda q: int(q["partition"])), folders, isolation="log_end")
+    grouped = answer_queries(grouped_queries, folders, isolation="log_end").to_pylist()
     grouped_s = time.perf_counter() - start
     by_id = {r["id"]: r for r in grouped}
     assert all(by_id[r["id"]] == r for r in one), "grouped answers differ from one-by-one answers"
@@ -88,16 +93,11 @@ def main(argv=None) -> int:
     rows.append(dict(path="grouped (one handle per partition)", queries=len(queries), seconds=round(grouped_s, 3),
                      per_second=round(len(queries) / grouped_s)))
     if args.spark:
-        import pyarrow as pa
-
         from udfs.lookup_job import lookup_frame
         from udfs.session import build_session
         spark = build_session("kafkalog-bench-lookup", master="local[2]",
                               conf={"spark.ui.showConsoleProgress": "false", "spark.sql.shuffle.partitions": "4"})
-        df = spark.createDataFrame(pa.Table.from_pylist(
-            [dict(topic=q["topic"], partition=q["partition"], timestamp=q["timestamp"], offset=q["offset"], id=q["id"])
-             for q in queries], schema=pa.schema([(c, pa.string()) for c in ("topic", "partition", "timestamp",
-                                                                             "offset", "id")]))).cache()
+        df = spark.createDataFrame(table).cache()
         df.count()
         lookup_frame(df, folders, isolation="log_end").count()          # warm the workers
         start = time.perf_counter()

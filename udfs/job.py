@@ -15,16 +15,16 @@ import sys
 import time
 import uuid
 from contextlib import ExitStack, contextmanager
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Callable, NamedTuple, Optional, Sequence
 
 from kafkalog.log.durable import AS_CREATED, ownership_problem, replace_file
-from kafkalog.tools.cli import _non_negative_int as _non_negative  # noqa: F401 - the jobs' argument type too
-from kafkalog.tools.cli import check_log_dir
 from kafkalog.config import KafkaConfigs, load_configs
 from kafkalog.errors import ConfigError, KafkalogError, LogDirLockedError, UsageError
 from kafkalog.log.logdir import describe_lock_holder, is_locked, lock_log_dir
+from kafkalog.lookup.time_spec import parse_epoch_ms
+from kafkalog.tools.arguments import check_log_dir
 
 from udfs import progress as _progress
 
@@ -79,18 +79,11 @@ def table_path(text: str) -> str:
 
 
 def parse_time_ms(text: str) -> int:
-    """Epoch milliseconds, or an ISO-8601 date-time (UTC unless it names a zone)."""
-    text = text.strip()
-    if text.lstrip("-").isdigit():
-        return int(text)
+    """``--now-ms``: epoch milliseconds, or an ISO-8601 date-time (UTC unless it names a zone)."""
     try:
-        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is neither epoch milliseconds nor an ISO-8601 time such as 2026-11-21T03:00:00Z") from None
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
-    return int(value.timestamp() * 1000)
+        return parse_epoch_ms(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def base_parser(job: str, description: str, *, epilog: Optional[str] = None) -> JobArgumentParser:

@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from kafkalog.coordinator import lag
 from kafkalog.coordinator.log_dirs import (CONSUMER_OFFSETS_TOPIC, coordinator_rows, leading_replicas,
-                                           live_partitions, partition_end)
+                                           live_partitions, merge_end, partition_end)
 from kafkalog.errors import KafkalogError, UsageError
 from kafkalog.log.logdir import LIVE, parse_partition_dir_name, scan_partition_dir
 
@@ -189,9 +189,7 @@ def main(argv: Sequence[str], *, spark=None) -> int:
             end = lag.PartitionEnd(r["log_start_offset"], r["log_end_offset"], r["high_watermark"],
                                    r["high_watermark_source"])
             key = (r["topic"], r["partition"])
-            old = ends.get(key)
-            ends[key] = end if old is None or (end.high_watermark, end.log_end_offset) > \
-                (old.high_watermark, old.log_end_offset) else old
+            ends[key] = merge_end(ends.get(key), end)
     lag_rows = lag.lag_rows(loaded, ends, now_ms=start.now, retention_ms=args.offsets_retention_ms)
 
     table = None

@@ -21,10 +21,9 @@ import uuid
 from pathlib import Path
 from typing import Optional, Sequence
 
-import pyarrow as pa
-
 from kafkalog.errors import KafkalogError
 from kafkalog.log.logdir import LIVE, parse_partition_dir_name
+from kafkalog.lookup.bulk import FAILED_WHYS, RESULT_SCHEMA, answer_queries, live_partition_folders
 
 from udfs import delta_tables
 from udfs.job import (EXIT_OK, EXIT_PARTIAL, UsageError, base_parser, progress, report_path, resolve_log_dirs,
@@ -34,27 +33,6 @@ from udfs.session import build_session
 
 JOB = "lookup"
 DESCRIPTION = "Answer many offset/timestamp lookups (Kafka's ListOffsets, offset -> batch position) in parallel."
-
-RESULT_SCHEMA = pa.schema([
-    pa.field("id", pa.string()),
-    pa.field("topic", pa.string()),
-    pa.field("partition", pa.int32()),
-    pa.field("query", pa.string()),                  # timestamp / offset
-    pa.field("query_timestamp", pa.int64()),
-    pa.field("query_offset", pa.int64()),
-    pa.field("found", pa.bool_()),
-    pa.field("why", pa.string()),                    # kafkalog.lookup.partition_log why-codes, unknown_partition, bad_query, error
-    pa.field("offset", pa.int64()),
-    pa.field("timestamp", pa.int64()),
-    pa.field("leader_epoch", pa.int32()),
-    pa.field("segment", pa.int64()),
-    pa.field("position", pa.int64()),                # offset lookups: the batch's byte position in the segment
-    pa.field("batch_base_offset", pa.int64()),
-    pa.field("batch_last_offset", pa.int64()),
-    pa.field("partition_dir", pa.string()),
-    pa.field("message", pa.string()),
-])
-
 
 def queries_path(text: str) -> str:
     """``--queries``: an existing CSV or JSON-lines file, or a Delta table folder (checked before Spark starts)."""
@@ -134,73 +112,7 @@ def partition_folders(spark, log_dirs, catalog: Optional[str]) -> dict:
                 continue
             if kind == LIVE:
                 pairs.append(((topic, partition), (log_dir, folder)))
-    folders: dict = {}
-    for key, value in pairs:
-        folders[key] = None if key in folders else value
-    return folders
-
-
-def answer_queries(rows: list[dict], folders: dict, *, isolation: str, dry_run: bool = False) -> list[dict]:
-    """Answer query rows (strings as read) with one PartitionLog per partition; plain Python, so the
-    local path and the executors run the same code."""
-    from kafkalog.errors import OffsetOutOfRangeError
-    from kafkalog.lookup.partition_log import PartitionLog
-    from kafkalog.lookup.rules import parse_time_spec
-
-    logs: dict = {}
-    out = []
-    try:
-        for q in rows:
-            result = dict(id=q.get("id"), topic=q.get("topic"), partition=None, query=None, found=False)
-            out.append(result)
-            try:
-                partition = int(str(q.get("partition")).strip())
-                result["partition"] = partition
-                if q.get("offset") not in (None, ""):
-                    result.update(query="offset", query_offset=int(str(q["offset"]).strip()))
-                elif q.get("timestamp") not in (None, ""):
-                    result.update(query="timestamp", query_timestamp=parse_time_spec(str(q["timestamp"])))
-                else:
-                    raise ValueError("neither timestamp nor offset given")
-            except (ValueError, TypeError) as exc:
-                result.update(why="bad_query", message=str(exc))
-                continue
-            key = (result["topic"], partition)
-            where = folders.get(key)
-            if where is None:
-                result.update(why="unknown_partition", message=(
-                    f"{key[0]}-{key[1]} is in more than one log dir" if key in folders else
-                    f"no live folder {key[0]}-{key[1]} in the log dirs"))
-                continue
-            result["partition_dir"] = where[1]
-            if dry_run:
-                result.update(why="dry_run")
-                continue
-            try:
-                log = logs.get(key)
-                if log is None:
-                    log = logs[key] = PartitionLog(where[1], log_dir=where[0])
-                if result["query"] == "offset":
-                    pos = log.translate_offset(result["query_offset"], isolation=isolation)
-                    if pos is None:
-                        result.update(why="at_end", offset=result["query_offset"])
-                    else:
-                        result.update(found=True, why="found", offset=result["query_offset"], segment=pos.segment,
-                                      position=pos.position, batch_base_offset=pos.base_offset,
-                                      batch_last_offset=pos.last_offset)
-                else:
-                    r = log.lookup(result["query_timestamp"], isolation=isolation)
-                    result.update(found=r.found, why=r.why, offset=r.offset, timestamp=r.timestamp,
-                                  leader_epoch=r.leader_epoch, segment=r.segment,
-                                  message="; ".join(r.notes) or None)
-            except OffsetOutOfRangeError as exc:
-                result.update(why="out_of_range", message=str(exc))
-            except (KafkalogError, OSError) as exc:
-                result.update(why="error", message=str(exc))
-    finally:
-        for log in logs.values():
-            log.close()
-    return out
+    return live_partition_folders(pairs)
 
 
 def lookup_frame(queries_df, folders: dict, *, isolation: str, dry_run: bool = False):
@@ -211,9 +123,9 @@ def lookup_frame(queries_df, folders: dict, *, isolation: str, dry_run: bool = F
 
     def run(batches):
         for batch in batches:
-            rows = answer_queries(batch.to_pylist(), folders, isolation=isolation, dry_run=dry_run)
-            if rows:
-                yield pa.RecordBatch.from_pylist(rows, schema=RESULT_SCHEMA).cast(out_schema)
+            answers = answer_queries(batch, folders, isolation=isolation, dry_run=dry_run)
+            if answers.num_rows:
+                yield from answers.cast(out_schema).to_batches()
 
     spread = queries_df.repartition("topic", "partition").sortWithinPartitions("topic", "partition")
     return spread.mapInArrow(run, from_arrow_schema(out_schema))
@@ -244,7 +156,7 @@ def main(argv: Sequence[str], *, spark=None) -> int:
         with open(args.output_json, "w", encoding="utf-8") as f:
             for row in table.to_pylist():
                 f.write(json.dumps(row) + "\n")
-    failed = sum(n for why, n in by_why.items() if why in ("bad_query", "unknown_partition", "error"))
+    failed = sum(n for why, n in by_why.items() if why in FAILED_WHYS)
     summary = dict(queries=table.num_rows, found=sum(1 for v in table.column("found").to_pylist() if v),
                    by_why=dict(sorted(by_why.items())), failed=failed, seconds=round(elapsed, 3),
                    lookups_per_second=round(table.num_rows / elapsed, 1) if elapsed else None)

@@ -21,9 +21,10 @@ from kafkalog.retention.deletion import run_tag
 from kafkalog.log.local_log import HW_MISSING_CHOICES, HW_MISSING_LOG_END, HW_MISSING_ZERO
 from kafkalog.retention.run import (ERROR, OUTCOME_SCHEMA, finish_log_dir, public_outcome, retain_partition,
                                     retention_summary)
+from kafkalog.tools.arguments import non_negative_int
 
 from udfs import delta_tables
-from udfs.job import (EXIT_OK, EXIT_PARTIAL, _non_negative, add_config_arguments, add_html_argument, base_parser,
+from udfs.job import (EXIT_OK, EXIT_PARTIAL, add_config_arguments, add_html_argument, base_parser,
                       locked_log_dirs, parse_time_ms, progress, start_job, table_path, write_html, write_report)
 from udfs.partitions import (cached_checkpoints, folders_frame, map_folders, partition_folders_of, spark_arrow_schema,
                              topics_option)
@@ -69,7 +70,7 @@ def build_parser():
                         help="decide as of this time (epoch ms or ISO-8601; default: now)")
     parser.add_argument("--execute", action="store_true",
                         help="apply the plan: rename deleted segments to .deleted, roll, update checkpoints")
-    parser.add_argument("--delete-delay-ms", type=_non_negative, metavar="MS",
+    parser.add_argument("--delete-delay-ms", type=non_negative_int, metavar="MS",
                         help="remove .deleted files this long after they were renamed (default: each topic's "
                              "file.delete.delay.ms; 0: at once)")
     parser.add_argument("--high-watermark-missing", choices=HW_MISSING_CHOICES, default=HW_MISSING_ZERO,

@@ -22,8 +22,9 @@ from kafkalog.format import legacy_record as legacy
 from kafkalog.format import record_batch as rb
 from kafkalog.format.compression import release_frames
 from kafkalog.format.buffer_pool import available_memory_bytes
-from kafkalog.format import decoder
-from kafkalog.format.decoder import BatchSlices, decode_window, needs_slicing
+from kafkalog.format import batch_slices
+from kafkalog.format.batch_slices import BatchSlices, needs_slicing
+from kafkalog.format.decoder import decode_window
 from kafkalog.topic_partition import UNKNOWN_PARTITION, TopicPartition
 from kafkalog.format.file_records import (OK_END, OK_WINDOW, HeaderArrays, MappedFile, check_crcs, crc_error,
                                           resolve_engine, scan_buffer, walk_error, _scan)
@@ -213,7 +214,7 @@ class SegmentReader:
                 problem = crc_error(buf, h, bad, self.path)
                 h = h.head(bad)
         out = _WindowResult([], 0, None)
-        slice_rows = decoder.SLICE_RECORDS
+        slice_rows = batch_slices.SLICE_RECORDS
         huge = needs_slicing(h, slice_rows).tolist()
         i = 0
         while i < len(h):

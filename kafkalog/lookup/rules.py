@@ -52,8 +52,6 @@ Documented choices (where "offline" needs an answer Kafka does not give):
 """
 from __future__ import annotations
 
-import datetime as _dt
-import re
 from dataclasses import dataclass
 from typing import Optional, Sequence, Tuple
 
@@ -211,38 +209,6 @@ def apply_isolation(result: LookupResult, upper_bound: Optional[int]) -> LookupR
     if upper_bound is not None and result.found and result.offset >= upper_bound:
         return not_found(result.target, BEYOND_HIGH_WATERMARK, result.segment, result.notes)
     return result
-
-
-_ISO_RE = re.compile(r"\d{4}-\d{2}-\d{2}")
-
-
-def parse_time_spec(text: str) -> int:
-    """A ``--time`` value: -1/-2/-3/-4/-5, a kafka-get-offsets.sh name (latest, earliest,
-    max-timestamp, earliest-local, latest-tiered), epoch milliseconds, or an ISO-8601 date/time
-    (no zone -> UTC). Raises ValueError with a message saying what is accepted."""
-    s = text.strip()
-    if s.lower() in TIME_NAMES:
-        return TIME_NAMES[s.lower()]
-    if re.fullmatch(r"[+-]?\d+", s):
-        value = int(s)
-        if value < 0 and value not in SPECIAL_TIMESTAMPS:
-            raise ValueError(f"{text!r}: negative times other than -1..-5 mean nothing to ListOffsets")
-        if value > 2**63 - 1:
-            raise ValueError(f"{text!r} does not fit a 64-bit timestamp")
-        return value
-    if _ISO_RE.match(s):
-        iso = s[:-1] + "+00:00" if s.endswith(("Z", "z")) else s
-        try:
-            moment = _dt.datetime.fromisoformat(iso)
-        except ValueError:
-            pass
-        else:
-            if moment.tzinfo is None:
-                moment = moment.replace(tzinfo=_dt.timezone.utc)
-            delta = moment - _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
-            return delta // _dt.timedelta(milliseconds=1)
-    raise ValueError(f"{text!r} is not a time: use -1 or latest, -2 or earliest, -3 or max-timestamp, "
-                     "epoch milliseconds, or an ISO-8601 time such as 2024-05-01T12:00:00Z")
 
 
 def check_isolation(isolation: str) -> None:

@@ -19,6 +19,7 @@ from typing import Callable, List, Optional, Sequence
 
 from kafkalog import __version__
 from kafkalog.errors import KafkalogError, OffsetOutOfRangeError, UsageError
+from kafkalog.tools.arguments import check_log_dir, file_list, non_negative_int, positive_int, topic_name
 
 PROG = "kafkalog"
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
@@ -31,40 +32,6 @@ class ArgumentParser(argparse.ArgumentParser):
     def __init__(self, *args, **kwargs):
         kwargs["allow_abbrev"] = False
         super().__init__(*args, **kwargs)
-
-
-# --- argument types ---------------------------------------------------------------------------
-
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid integer: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, not {value}")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    value = _non_negative_int(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError("must be > 0")
-    return value
-
-
-def _topic_name(text: str) -> str:
-    """A name Kafka accepts for a topic (Topic.validate: [a-zA-Z0-9._-], 1-249 characters)."""
-    if not re.fullmatch(r"[a-zA-Z0-9._-]{1,249}", text) or text in (".", ".."):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a Kafka topic name (letters, digits, '.', '_', '-')")
-    return text
-
-
-def _file_list(text: str) -> List[str]:
-    """kafka-dump-log's comma-separated --files (empty items are dropped)."""
-    files = [f for f in text.split(",") if f]
-    if not files:
-        raise argparse.ArgumentTypeError("no file names given")
-    return files
 
 
 # --- output -----------------------------------------------------------------------------------
@@ -88,7 +55,7 @@ def _add_dump(subparsers) -> None:
                     ".index, .timeindex, .txnindex, .snapshot, KRaft .checkpoint. Problems are reported on "
                     "stderr with the file and byte position, and make the exit code 1; the dump goes on "
                     "with the next batch or file.")
-    p.add_argument("--files", required=True, type=_file_list, metavar="FILE[,FILE...]",
+    p.add_argument("--files", required=True, type=file_list, metavar="FILE[,FILE...]",
                    help="REQUIRED: the comma-separated list of data and index files to dump")
     p.add_argument("--deep-iteration", action="store_true",
                    help="iterate records, not only batches (implied by --print-data-log)")
@@ -98,9 +65,9 @@ def _add_dump(subparsers) -> None:
                    help="check index entries against the log without printing them")
     p.add_argument("--index-sanity-check", action="store_true",
                    help="only run the index sanity check (Kafka's CorruptIndexException rules)")
-    p.add_argument("--max-bytes", type=_non_negative_int, default=None, metavar="N",
+    p.add_argument("--max-bytes", type=non_negative_int, default=None, metavar="N",
                    help="read at most N bytes of each record file (default: all)")
-    p.add_argument("--max-message-size", type=_positive_int, default=None, metavar="N",
+    p.add_argument("--max-message-size", type=positive_int, default=None, metavar="N",
                    help="bytes read at an offset-index position to find its batch (default: 5242880)")
     p.add_argument("--skip-record-metadata", action="store_true",
                    help="with --print-data-log, print only '| key: … payload: …' per record")
@@ -117,7 +84,7 @@ def _add_dump(subparsers) -> None:
 def _check_dump_files(files: Sequence[str]) -> None:
     """Paths that do not exist or are folders are bad arguments (exit 2, nothing dumped); files of
     a kind dump does not read are skipped as kafka-dump-log skips them, unless that is all of them."""
-    from kafkalog.tools.dump import dumps_file_kind
+    from kafkalog.tools.dump.file_names import dumps_file_kind
 
     for path in files:
         if not os.path.exists(path):
@@ -132,7 +99,10 @@ def _check_dump_files(files: Sequence[str]) -> None:
 
 
 def _run_dump(args) -> int:
-    from kafkalog.tools.dump import DEFAULT_MAX_MESSAGE_SIZE, OFFSETS_DECODER, STDOUT, TRANSACTION_LOG_DECODER, DumpOptions, Dumper
+    from kafkalog.tools.dump.dumper import Dumper
+    from kafkalog.tools.dump.options import (DEFAULT_MAX_MESSAGE_SIZE, OFFSETS_DECODER, TRANSACTION_LOG_DECODER,
+                                             DumpOptions)
+    from kafkalog.tools.dump.output import STDOUT
 
     _check_dump_files(args.files)
 
@@ -160,13 +130,13 @@ def _add_demo(subparsers) -> None:
     p = subparsers.add_parser("demo", help="write a demo Kafka log directory",
                               description="Write a log directory of generated partitions, as a broker would.")
     p.add_argument("out", help="directory to write: a new or empty folder (an existing log dir is refused)")
-    p.add_argument("--partitions", type=_positive_int, default=3, metavar="N", help="partitions (default: 3)")
-    p.add_argument("--records", type=_non_negative_int, default=20000, metavar="N",
+    p.add_argument("--partitions", type=positive_int, default=3, metavar="N", help="partitions (default: 3)")
+    p.add_argument("--records", type=non_negative_int, default=20000, metavar="N",
                    help="records per partition (default: 20000)")
     p.add_argument("--compression", choices=CODECS, default="none", help="codec of the batches (default: none)")
     p.add_argument("--seed", type=int, default=1, help="random seed (default: 1)")
-    p.add_argument("--topic", default="demo-orders", type=_topic_name, help="the topic's name (default: demo-orders)")
-    p.add_argument("--consumer-groups", type=_non_negative_int, default=0, metavar="N",
+    p.add_argument("--topic", default="demo-orders", type=topic_name, help="the topic's name (default: demo-orders)")
+    p.add_argument("--consumer-groups", type=non_negative_int, default=0, metavar="N",
                    help="also write __consumer_offsets with N consumer groups' commits on the topic (default: 0)")
     p.set_defaults(handler=_run_demo)
 
@@ -187,7 +157,7 @@ def _run_demo(args) -> int:
 # --- offsets / fetch (kafkalog.lookup.partition_log) -------------------------------------------------------
 
 def _time_spec(text: str) -> int:
-    from kafkalog.lookup.rules import parse_time_spec
+    from kafkalog.lookup.time_spec import parse_time_spec
     try:
         return parse_time_spec(text)
     except ValueError as e:
@@ -207,7 +177,7 @@ def _partition_list(text: str) -> List[int]:
 
 
 def _add_log_dir_arguments(p) -> None:
-    p.add_argument("--log-dirs", required=True, type=_file_list, metavar="DIR[,DIR...]",
+    p.add_argument("--log-dirs", required=True, type=file_list, metavar="DIR[,DIR...]",
                    help="REQUIRED: the broker's log dirs (log.dirs), comma-separated")
     p.add_argument("--topic", required=True, help="REQUIRED: the topic (its exact name)")
     p.add_argument("--isolation", choices=("log_end", "high_watermark"), default="log_end",
@@ -333,13 +303,13 @@ def _add_fetch(subparsers) -> None:
                     "as \\x escapes); --json prints one object per record. Control records (transaction "
                     "markers) are skipped, as a consumer skips them. CRCs are checked.")
     _add_log_dir_arguments(p)
-    p.add_argument("--partition", required=True, type=_non_negative_int, metavar="P", help="REQUIRED: the partition")
+    p.add_argument("--partition", required=True, type=non_negative_int, metavar="P", help="REQUIRED: the partition")
     start = p.add_mutually_exclusive_group(required=True)
-    start.add_argument("--offset", type=_non_negative_int, metavar="N", help="the first offset to print")
+    start.add_argument("--offset", type=non_negative_int, metavar="N", help="the first offset to print")
     start.add_argument("--time", type=_time_spec, metavar="TIME",
                        help="start at the offset kafkalog offsets --time TIME gives (-2 earliest, -1 latest, "
                             "epoch ms or ISO-8601)")
-    p.add_argument("--max-records", type=_non_negative_int, default=None, metavar="K",
+    p.add_argument("--max-records", type=non_negative_int, default=None, metavar="K",
                    help="print at most K records (default: to the end)")
     p.set_defaults(handler=_run_fetch)
 
@@ -350,7 +320,7 @@ def _text(data) -> str:
 
 def _record_json(topic: str, row: dict, timestamp: int) -> dict:
     """A fetched record as ``kafkalog dump --json`` writes records (same key/value fields)."""
-    from kafkalog.tools.dump import _b64 as b64, _utf8_or_none as utf8
+    from kafkalog.tools.dump.output import b64, utf8_or_none as utf8
 
     return {"topic": topic, "partition": row["partition"], "offset": row["offset"], "timestamp": timestamp,
             "timestampType": {0: "CreateTime", 1: "LogAppendTime"}.get(row["timestampType"], "NoTimestampType"),
@@ -373,7 +343,7 @@ def _fetch(args) -> int:
 
     import pyarrow as pa
 
-    from kafkalog.lookup.rules import WHY_TEXT
+    from kafkalog.lookup.partition_log import WHY_TEXT
 
     found = _find_partition_dirs(args.log_dirs, args.topic, [args.partition])
     path, log_dir = found[args.partition]
@@ -429,7 +399,7 @@ def _add_recover(subparsers) -> None:
                     "--truncate-corrupt-tail, cuts corrupt tails keeping the cut bytes. A log dir whose .lock a "
                     "running broker holds is refused. Prints one line per partition; exit code 1 if any "
                     "partition could not be recovered.")
-    p.add_argument("--log-dirs", required=True, type=_file_list, metavar="DIR[,DIR...]",
+    p.add_argument("--log-dirs", required=True, type=file_list, metavar="DIR[,DIR...]",
                    help="REQUIRED: the comma-separated log dirs (a broker's log.dirs)")
     p.set_defaults(handler=_run_recover)
 
@@ -448,32 +418,6 @@ def _run_recover(args) -> int:
     return 1 if any(r.error for r in reports) else 0
 
 
-# --- log dirs ---------------------------------------------------------------------------------
-
-_PARTITION_FILE = re.compile(r"[0-9]{20}\.(?:log|index|timeindex)|leader-epoch-checkpoint|partition\.metadata")
-
-
-def check_log_dir(log_dir: str) -> None:
-    """A UsageError unless ``log_dir`` is an existing folder that is not itself a partition folder."""
-    from kafkalog.log.logdir import parse_partition_dir_name
-
-    hint = "pass the broker's log.dirs, the folders that hold <topic>-<partition> folders"
-    if not os.path.exists(log_dir):
-        raise UsageError("log dir does not exist", path=log_dir, hint=hint)
-    if not os.path.isdir(log_dir):
-        raise UsageError("log dir is a file, not a folder", path=log_dir, hint=hint)
-    try:
-        parse_partition_dir_name(os.path.basename(os.path.normpath(log_dir)))
-        names = os.listdir(log_dir)
-    except (KafkalogError, OSError):
-        return
-    # a log dir may be named like a partition folder (/data/kafka-1): only one holding segments is one
-    if not any(_PARTITION_FILE.fullmatch(name) for name in names):
-        return
-    raise UsageError("is a partition folder, not a log dir", path=log_dir,
-                     hint=f"pass the folder that holds it: {os.path.dirname(os.path.abspath(log_dir))}")
-
-
 # --- lag (kafkalog.coordinator) --------------------------------------------------------------
 
 def _add_lag(subparsers) -> None:
@@ -485,7 +429,7 @@ def _add_lag(subparsers) -> None:
                     "delete, transactional commits once committed), the partition's high watermark from the same "
                     "log dirs and the lag, as kafka-consumer-groups.sh --describe shows them. A partition not in "
                     "the log dirs is 'unknown', not 0; commits Kafka's offset expiry would remove are marked.")
-    p.add_argument("--log-dirs", required=True, type=_file_list, metavar="DIR[,DIR...]",
+    p.add_argument("--log-dirs", required=True, type=file_list, metavar="DIR[,DIR...]",
                    help="REQUIRED: the brokers' log dirs, comma-separated")
     p.add_argument("--now-ms", type=_time_spec, default=None, metavar="TIME",
                    help="'now' for the expiry column: epoch ms or ISO-8601 (default: the wall clock)")

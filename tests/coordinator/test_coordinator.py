@@ -22,7 +22,8 @@ from kafkalog.coordinator.message import write_message
 from kafkalog.coordinator.record import decode_record, encode_key, encode_value, kafka_dump_text
 from kafkalog.coordinator.transaction import records as tr
 from kafkalog.coordinator.transaction.rows import transaction_rows
-from kafkalog.tools.dump import OFFSETS_DECODER, TRANSACTION_LOG_DECODER, DumpOptions, dump
+from kafkalog.tools.dump.dumper import dump
+from kafkalog.tools.dump.options import OFFSETS_DECODER, TRANSACTION_LOG_DECODER, DumpOptions
 from kafkalog.format import control_record as cr
 from kafkalog.format import record_batch as rb
 from kafkalog.log.records_io import read_segment

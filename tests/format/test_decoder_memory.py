@@ -19,7 +19,7 @@ import pyarrow as pa
 import pytest
 import zstandard
 
-import kafkalog.format.decoder as decoder
+import kafkalog.format.batch_slices as batch_slices
 from kafkalog.errors import InvalidRecordError, KafkalogError
 from kafkalog.format.compression import DEFAULT_MAX_BATCH_BYTES
 from kafkalog.log.records_io import iter_segment, read_segment
@@ -108,7 +108,7 @@ def test_iter_segment_streams_bounded_batches_from_one_huge_batch(hostile_segmen
         out.update(rows=rows, biggest=biggest)
     """, hostile_segment)
     assert "error" not in out, out
-    assert out["rows"] == 37_000_000 and out["biggest"] <= decoder.SLICE_RECORDS
+    assert out["rows"] == 37_000_000 and out["biggest"] <= batch_slices.SLICE_RECORDS
     assert out["peak"] <= PEAK_RSS_LIMIT, out
 
 
@@ -136,10 +136,12 @@ def test_dump_deep_iteration_streams_a_huge_batch(hostile_segment):
     """Records are listed as they are parsed (a chunk at a time), so the first lines come out and
     memory stays flat; printing all 37M lines takes minutes, so the test stops after three chunks."""
     out = run_limited("""
-        import kafkalog.tools.dump as dump
-        dump.RECORD_CHUNK = 100_000
+        import kafkalog.tools.dump.batch_walk as batch_walk
+        from kafkalog.tools.dump.dumper import Dumper
+        from kafkalog.tools.dump.options import DumpOptions
+        batch_walk.RECORD_CHUNK = 100_000
         lines = 0
-        for line in dump.Dumper(dump.DumpOptions(deep_iteration=True)).dump_files([sys.argv[1]]):
+        for line in Dumper(DumpOptions(deep_iteration=True)).dump_files([sys.argv[1]]):
             lines += 1
             if lines == 350_000:
                 break
@@ -193,7 +195,7 @@ def sliced_segment(tmp_path: Path, n: int = 2500, bad_at: int = -1, codec: int =
 def test_a_sliced_batch_gives_the_rows_an_unsliced_read_gives(tmp_path, monkeypatch, engine, codec):
     path = sliced_segment(tmp_path, codec=codec)
     whole = read_segment(path, engine=engine)
-    monkeypatch.setattr(decoder, "SLICE_RECORDS", 1000)
+    monkeypatch.setattr(batch_slices, "SLICE_RECORDS", 1000)
     batches = list(iter_segment(path, engine=engine))
     assert max(b.num_rows for b in batches) <= 1000
     assert pa.Table.from_batches(batches).equals(whole)
@@ -203,7 +205,7 @@ def test_a_sliced_batch_gives_the_rows_an_unsliced_read_gives(tmp_path, monkeypa
 @pytest.mark.parametrize("engine", ENGINES)
 def test_an_error_in_a_late_slice_comes_before_any_row_of_the_batch(tmp_path, monkeypatch, engine):
     path = sliced_segment(tmp_path, bad_at=2200)
-    monkeypatch.setattr(decoder, "SLICE_RECORDS", 1000)
+    monkeypatch.setattr(batch_slices, "SLICE_RECORDS", 1000)
     rows = []
     with pytest.raises(InvalidRecordError) as info:
         for b in iter_segment(path, engine=engine):
@@ -218,8 +220,8 @@ def test_out_of_memory_is_a_kafkalog_error_naming_file_and_batch(tmp_path, monke
 
     def no_memory(*_args, **_kwargs):
         raise MemoryError()
-    monkeypatch.setattr(decoder, "SLICE_RECORDS", 1000)
-    monkeypatch.setattr(decoder.BatchSlices, "validate", no_memory)
+    monkeypatch.setattr(batch_slices, "SLICE_RECORDS", 1000)
+    monkeypatch.setattr(batch_slices.BatchSlices, "validate", no_memory)
     with pytest.raises(KafkalogError) as info:
         read_segment(path, on_corrupt="stop")                 # not mistaken for corruption
     assert type(info.value).__name__ == "OutOfMemoryError"

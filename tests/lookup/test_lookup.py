@@ -37,7 +37,7 @@ from kafkalog.log.segment import largest_timestamp, running_max
 from kafkalog.lookup.partition_log import PartitionLog, lookup_offsets
 from kafkalog.lookup.rules import (BEYOND_HIGH_WATERMARK, EARLIEST_TIMESTAMP, FOUND, LATEST_TIERED_TIMESTAMP, LATEST_TIMESTAMP,
                                    MAX_TIMESTAMP, NO_TIERED_STORAGE, NO_TIMESTAMPS, NOT_IN_SEGMENT, PAST_END, earliest_epoch,
-                                   first_segment_reaching, floor_segment, parse_time_spec)
+                                   first_segment_reaching, floor_segment)
 from kafkalog.format.schema import RECORD_SCHEMA
 from kafkalog.log.records_io import read_segment
 
@@ -322,23 +322,6 @@ def test_log_start_offset_high_watermark_and_epoch_rules():
     # strictly greater wins: on ties the earlier batch keeps the max
     assert running_max((-1, 0), np.array([3, 7, 7]), np.array([1, 2, 3])) == (7, 2)
     assert running_max((7, 9), np.array([7]), np.array([12])) == (7, 9)
-
-
-@pytest.mark.parametrize("text, value", [
-    ("-1", -1), ("latest", -1), ("-2", -2), ("earliest", -2), ("-3", -3), ("max-timestamp", -3),
-    ("1700000000000", 1700000000000), ("0", 0),
-    ("2023-11-14T22:13:20Z", 1700000000000), ("2023-11-14T22:13:20.123+00:00", 1700000000123),
-    ("2023-11-14T23:13:20+01:00", 1700000000000), ("2023-11-14T22:13:20", 1700000000000),
-    ("2023-11-14", 1699920000000),
-])
-def test_parse_time_spec(text, value):
-    assert parse_time_spec(text) == value
-
-
-@pytest.mark.parametrize("text", ["yesterday", "-7", "", "2023-13-45", "12:00", "1e3"])
-def test_parse_time_spec_refuses(text):
-    with pytest.raises(ValueError, match="time"):
-        parse_time_spec(text)
 
 
 # --- documented choices ----------------------------------------------------------------------

@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from kafkalog.tools import dump as dump_module
-from kafkalog.tools.dump import DumpOptions, Dumper, batch_line, dump
+from kafkalog.tools.dump.batch_walk import read_batch
+from kafkalog.tools.dump.dumper import Dumper, dump
+from kafkalog.tools.dump.log_segment import batch_line
+from kafkalog.tools.dump.options import DumpOptions
 from kafkalog.format import control_record as cr
 from kafkalog.format import legacy_record as legacy
 from kafkalog.format import record_batch as rb
@@ -692,7 +694,7 @@ def test_dumper_streams_lines_and_reports_at_the_end(tmp_path):
 
 
 def test_batch_line_matches_kafka_field_order():
-    view = dump_module._read_batch(memoryview(COMMIT_MARKER), 0, len(COMMIT_MARKER), 2, None)
+    view = read_batch(memoryview(COMMIT_MARKER), 0, len(COMMIT_MARKER), 2, None)
     assert batch_line(view) == COMMIT_LINE
     fields = [token[:-1] for token in COMMIT_LINE.split() if token.endswith(":")]
     assert fields == ["baseOffset", "lastOffset", "count", "baseSequence", "lastSequence", "producerId",

@@ -23,7 +23,7 @@ from udfs import catalog_job, delta_tables, retention_job  # noqa: E402
 from udfs.job import run  # noqa: E402
 
 from logdirs import make_partition, snapshot, write_checkpoints  # noqa: E402
-from test_logdir import HOLD_LOCK  # noqa: E402
+from log.test_logdir import HOLD_LOCK  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 DAY = 86_400_000

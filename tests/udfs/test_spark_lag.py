@@ -12,7 +12,7 @@ from kafkalog.coordinator import lag  # noqa: E402
 from kafkalog.coordinator.log_dirs import consumer_lag  # noqa: E402
 from kafkalog.format import record_batch as rb  # noqa: E402
 from logdirs import make_partition, write_checkpoints  # noqa: E402
-from test_coordinator import T0, coordinator_segment, i16, s, txn_value  # noqa: E402
+from coordinator.test_coordinator import T0, coordinator_segment, i16, s, txn_value  # noqa: E402
 from udfs import coordinator_frames, delta_tables, lag_job  # noqa: E402
 
 

@@ -19,7 +19,7 @@ from udfs import delta_tables, reindex_job  # noqa: E402
 from udfs.job import run  # noqa: E402
 
 from logdirs import make_partition, snapshot  # noqa: E402
-from test_logdir import HOLD_LOCK  # noqa: E402
+from log.test_logdir import HOLD_LOCK  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 T0 = 1_700_000_000_000

@@ -1,0 +1,68 @@
+"""Reading a time from the command line: epoch milliseconds or ISO-8601, and ListOffsets' special times.
+
+One parser for every command that takes a time: ``kafkalog offsets/fetch/lag --time``/``--now-ms``
+(:func:`parse_time_spec`, which also takes kafka-get-offsets.sh's names and -1..-5) and the Spark
+jobs' ``--now-ms`` (:func:`parse_epoch_ms`, a moment only). Both raise ValueError saying what is
+accepted; the arithmetic is exact integer milliseconds (no float rounding of fractions of a second).
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import re
+from typing import Optional
+
+from kafkalog.lookup.rules import SPECIAL_TIMESTAMPS, TIME_NAMES
+
+INT64_MIN, INT64_MAX = -2**63, 2**63 - 1
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+_ONE_MS = _dt.timedelta(milliseconds=1)
+_INTEGER = re.compile(r"[+-]?\d+")
+
+
+def _integer_ms(text: str, s: str) -> int:
+    value = int(s)
+    if not INT64_MIN <= value <= INT64_MAX:
+        raise ValueError(f"{text!r} does not fit a 64-bit timestamp")
+    return value
+
+
+def _iso_ms(s: str) -> Optional[int]:
+    """Epoch milliseconds of an ISO-8601 date or date-time (no zone: UTC; ``Z`` allowed), None if it is not one."""
+    iso = s[:-1] + "+00:00" if s.endswith(("Z", "z")) else s
+    try:
+        moment = _dt.datetime.fromisoformat(iso)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=_dt.timezone.utc)
+    return (moment - _EPOCH) // _ONE_MS
+
+
+def parse_epoch_ms(text: str) -> int:
+    """A moment: epoch milliseconds (any sign) or an ISO-8601 date or date-time (no zone: UTC)."""
+    s = text.strip()
+    if _INTEGER.fullmatch(s):
+        return _integer_ms(text, s)
+    value = _iso_ms(s)
+    if value is None:
+        raise ValueError(f"{text!r} is neither epoch milliseconds nor an ISO-8601 time such as 2026-11-21T03:00:00Z")
+    return value
+
+
+def parse_time_spec(text: str) -> int:
+    """A ListOffsets ``--time``: -1/-2/-3/-4/-5, a kafka-get-offsets.sh name (latest, earliest,
+    max-timestamp, earliest-local, latest-tiered), epoch milliseconds >= 0, or an ISO-8601 date/time
+    (no zone -> UTC)."""
+    s = text.strip()
+    if s.lower() in TIME_NAMES:
+        return TIME_NAMES[s.lower()]
+    if _INTEGER.fullmatch(s):
+        value = _integer_ms(text, s)
+        if value < 0 and value not in SPECIAL_TIMESTAMPS:
+            raise ValueError(f"{text!r}: negative times other than -1..-5 mean nothing to ListOffsets")
+        return value
+    value = _iso_ms(s)
+    if value is None:
+        raise ValueError(f"{text!r} is not a time: use -1 or latest, -2 or earliest, -3 or max-timestamp, "
+                         "epoch milliseconds, or an ISO-8601 time such as 2024-05-01T12:00:00Z")
+    return value

@@ -1,0 +1,131 @@
+"""A dump run: each file to the dumper of its type, errors reported and the run going on, Kafka's end-of-run reports."""
+from __future__ import annotations
+
+import os
+import struct
+from typing import Dict, Iterable, Iterator, List, Optional, Tuple
+
+from kafkalog.errors import CorruptRecordError, KafkalogError
+from kafkalog.tools.dump.file_names import RECORD_SUFFIXES, file_suffix
+from kafkalog.tools.dump.log_segment import dump_record_file
+from kafkalog.tools.dump.offset_index import dump_offset_index
+from kafkalog.tools.dump.options import DumpOptions
+from kafkalog.tools.dump.output import (NO_HINT, STDERR, STDOUT, DumpResult, FileSummary, Line, drop_generic_hint,
+                                        json_line)
+from kafkalog.tools.dump.producer_snapshot import dump_producer_snapshot
+from kafkalog.tools.dump.time_index import dump_time_index
+from kafkalog.tools.dump.txn_index import dump_txn_index
+
+# suffix -> (summary kind, dumper); record files (RECORD_SUFFIXES) go to dump_record_file
+_READERS = {
+    ".index": ("index", dump_offset_index),
+    ".timeindex": ("timeindex", dump_time_index),
+    ".txnindex": ("txnindex", dump_txn_index),
+    ".snapshot": ("snapshot", dump_producer_snapshot),
+}
+
+
+class Dumper:
+    """Dumps files one after another and keeps Kafka's end-of-run reports.
+
+    ``dump_files`` yields every line of a run (the reports last); ``exit_code`` is 1 once any file
+    had a problem. ``summaries`` holds one :class:`FileSummary` per file dumped.
+    """
+
+    def __init__(self, options: Optional[DumpOptions] = None, *, prog: str = "kafkalog dump"):
+        self.options = options or DumpOptions()
+        self.prog = prog
+        self.summaries: List[FileSummary] = []
+        # Kafka's maps, keyed by absolute path, in insertion order
+        self.index_mismatches: Dict[str, List[Tuple[int, int]]] = {}
+        self.time_mismatches: Dict[str, List[Tuple[int, int]]] = {}
+        self.time_out_of_order: Dict[str, List[Tuple[int, int]]] = {}
+        self.time_not_found: Dict[str, List[Tuple[int, int]]] = {}
+        self.non_consecutive: Dict[str, List[Tuple[int, int]]] = {}
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if any(s.errors for s in self.summaries) else 0
+
+    # -- output helpers (the file-type dumpers write through these) --
+
+    def out(self, text: str) -> Line:
+        return Line(STDOUT, text)
+
+    def obj(self, obj: dict) -> Line:
+        return Line(STDOUT, json_line(obj))
+
+    def error(self, summary: FileSummary, error: KafkalogError) -> Line:
+        summary.errors.append(error)
+        return Line(STDERR, f"{self.prog}: error: {error}")
+
+    def warning(self, text: str) -> Line:
+        return Line(STDERR, f"{self.prog}: warning: {text}")
+
+    # -- the run --
+
+    def dump_files(self, paths: Iterable[str]) -> Iterator[Line]:
+        for path in paths:
+            yield from self.dump_file(path)
+        yield from self.finish()
+
+    def dump_file(self, path) -> Iterator[Line]:
+        path = os.fspath(path)
+        suffix = file_suffix(os.path.basename(path))
+        if suffix in RECORD_SUFFIXES:
+            kind, handler = "log", dump_record_file
+        else:
+            kind, handler = _READERS.get(suffix, ("unknown", None))
+        summary = FileSummary(path, kind)
+        self.summaries.append(summary)
+        if not self.options.json:
+            yield self.out(f"Dumping {path}")
+        if handler is None:
+            yield Line(STDERR, f"Ignoring unknown file {path}")
+        else:
+            try:
+                yield from handler(self, path, summary)
+            except KafkalogError as e:
+                yield self.error(summary, drop_generic_hint(e))
+            except OSError as e:
+                yield self.error(summary, KafkalogError(e.strerror or str(e), path=path))
+            except (ValueError, IndexError, struct.error, OverflowError) as e:   # never a traceback on bad bytes
+                yield self.error(summary, CorruptRecordError(f"unreadable content ({type(e).__name__}: {e})",
+                                                              path=path, hint=NO_HINT))
+        if self.options.json:
+            yield self.obj(summary.to_json())
+
+    def finish(self) -> Iterator[Line]:
+        """Kafka's end-of-run reports on stderr (text mode; JSON mode emitted them per file)."""
+        for name, pairs in self.index_mismatches.items():
+            yield Line(STDERR, f"Mismatches in :{name}")
+            for index_offset, log_offset in pairs:
+                yield Line(STDERR, f"  Index offset: {index_offset}, log offset: {log_offset}")
+        for name, pairs in self.time_mismatches.items():
+            yield Line(STDERR, f"Found timestamp mismatch in :{name}")
+            for index_ts, log_ts in pairs:
+                yield Line(STDERR, f"  Index timestamp: {index_ts}, log timestamp: {log_ts}")
+        for name, pairs in self.time_out_of_order.items():
+            yield Line(STDERR, f"Found out of order timestamp in :{name}")
+            for index_ts, prev_ts in pairs:
+                yield Line(STDERR, f"  Index timestamp: {index_ts}, Previously indexed timestamp: {prev_ts}")
+        for pairs in self.time_not_found.values():
+            yield Line(STDERR, "The following indexed offsets are not found in the log.")
+            for index_offset, log_offset in pairs:
+                yield Line(STDERR, f"Indexed offset: {index_offset}, found log offset: {log_offset}")
+        for name, pairs in self.non_consecutive.items():
+            yield Line(STDERR, f"Non-consecutive offsets in {name}")
+            for first, second in pairs:
+                yield Line(STDERR, f"  {first} is followed by {second}")
+        self.index_mismatches, self.time_mismatches, self.time_out_of_order = {}, {}, {}
+        self.time_not_found, self.non_consecutive = {}, {}
+
+
+def dump(paths: Iterable[str], options: Optional[DumpOptions] = None, *, prog: str = "kafkalog dump") -> DumpResult:
+    """Run a whole dump and collect its output (what the CLI would print, split by stream)."""
+    dumper = Dumper(options, prog=prog)
+    stdout: List[str] = []
+    stderr: List[str] = []
+    for line in dumper.dump_files(paths):
+        (stdout if line.stream == STDOUT else stderr).append(line.text)
+    return DumpResult(stdout, stderr, dumper.exit_code, dumper.summaries)

@@ -1,0 +1,55 @@
+"""The file names a dump reads: which reader a suffix selects, and the base offset a name carries."""
+from __future__ import annotations
+
+import os
+import re
+from typing import Optional
+
+from kafkalog.errors import InvalidFileNameError
+
+INT64_MAX = (1 << 63) - 1
+RECORD_SUFFIXES = (".log", ".bin", ".checkpoint")
+OTHER_SUFFIXES = (".index", ".timeindex", ".txnindex", ".snapshot")    # dumped by their own readers
+BOOTSTRAP_SNAPSHOT = "bootstrap.checkpoint"
+KRAFT_SNAPSHOT = re.compile(r"(\d{20})-(\d{10})\.checkpoint")
+_LEADING_DIGITS = re.compile(r"\d+")
+
+
+def dumps_file_kind(path) -> bool:
+    """Whether the dump reads this file (by the text after the last dot, as Kafka dispatches)."""
+    return file_suffix(os.path.basename(os.fspath(path))) in RECORD_SUFFIXES + OTHER_SUFFIXES
+
+
+def file_suffix(name: str) -> str:
+    """The text from the LAST dot of a file name (Kafka dispatches on it), or "" without a dot."""
+    return name[name.rfind("."):] if "." in name else ""
+
+
+def beside(path: str, suffix: str) -> str:
+    """The file of the same segment with another suffix (Kafka: <abs dir>/<name before first dot><suffix>)."""
+    return os.path.join(os.path.dirname(absolute_path(path)), os.path.basename(path).split(".", 1)[0] + suffix)
+
+
+def absolute_path(path: str) -> str:
+    """java.io.File.getAbsolutePath: joined to the working directory, not normalised."""
+    return path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
+
+
+def name_offset(name: str) -> Optional[int]:
+    """The base offset Kafka reads from a file name: the text before the first dot, when it is a
+    number that fits a long (Kafka: ``name.split("\\.")(0).toLong``)."""
+    prefix = name.split(".", 1)[0]
+    if not _LEADING_DIGITS.fullmatch(prefix):
+        return None
+    value = int(prefix)
+    return value if value <= INT64_MAX else None
+
+
+def base_offset_or_raise(path: str, suffix: str) -> int:
+    name = os.path.basename(path)
+    value = name_offset(name)
+    if value is None:
+        raise InvalidFileNameError(
+            f"file name {name!r} does not start with a base offset, so the {suffix} entries cannot be placed",
+            path=path, hint="Kafka names these files <20-digit base offset>" + suffix)
+    return value

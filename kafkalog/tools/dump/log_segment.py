@@ -1,0 +1,240 @@
+"""Dumping record files (.log segments, raw .bin record sets, KRaft .checkpoint snapshots): one line per
+batch and, with deep iteration, per record, then Kafka's truncated-tail line."""
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Iterator, List, Tuple
+
+from kafkalog.coordinator.record import decode_record, kafka_dump_text, record_json
+from kafkalog.errors import CrcMismatchError, InvalidFileNameError, InvalidRecordError, KafkalogError, UnknownCodecError
+from kafkalog.format import record_batch as rb
+from kafkalog.format.compression import CODEC_NAMES
+from kafkalog.format.file_records import MappedFile
+from kafkalog.tools.dump.batch_walk import (BatchView, RecordView, decode_records, legacy_first_offset, read_batch,
+                                            tail_error, walk_batches)
+from kafkalog.tools.dump.control_records import control_record_info
+from kafkalog.tools.dump.file_names import BOOTSTRAP_SNAPSHOT, KRAFT_SNAPSHOT, absolute_path, name_offset
+from kafkalog.tools.dump.options import coordinator_record_types
+from kafkalog.tools.dump.output import (NO_HINT, STDERR, FileSummary, Line, b64, drop_generic_hint, java_bool,
+                                        optional_long, string_decoder, utf8_or_none)
+
+if TYPE_CHECKING:
+    from kafkalog.tools.dump.dumper import Dumper
+
+MAX_GAPS_LISTED = 100_000    # non-consecutive offset pairs kept per file (the rest are counted)
+
+
+class OffsetGaps:
+    """A file's non-consecutive offset pairs, in file order, at most MAX_GAPS_LISTED of them (a
+    hostile batch can make every one of millions of records one)."""
+
+    def __init__(self):
+        self.pairs: List[Tuple[int, int]] = []
+        self.omitted = 0
+
+    def add(self, first: int, second: int) -> None:
+        if len(self.pairs) < MAX_GAPS_LISTED:
+            self.pairs.append((first, second))
+        else:
+            self.omitted += 1
+
+
+def batch_line(b: BatchView) -> str:
+    """DumpLogSegments.printBatchLevel."""
+    if b.magic >= rb.MAGIC_VALUE_V2:
+        head = (f"baseOffset: {b.base_offset} lastOffset: {b.last_offset} count: {b.count} "
+                f"baseSequence: {b.base_sequence} lastSequence: {b.last_sequence} producerId: {b.producer_id} "
+                f"producerEpoch: {b.producer_epoch} partitionLeaderEpoch: {b.partition_leader_epoch} "
+                f"isTransactional: {java_bool(b.is_transactional)} isControl: {java_bool(b.is_control)} "
+                f"deleteHorizonMs: {optional_long(b.delete_horizon_ms)}")
+    else:
+        head = f"offset: {b.last_offset}"
+    return (f"{head} position: {b.position} {b.timestamp_type_name}: {b.max_timestamp} size: {b.size} "
+            f"magic: {b.magic} compresscodec: {b.codec_name} crc: {b.crc} isvalid: {java_bool(b.crc_valid)}")
+
+
+def batch_json(path: str, b: BatchView) -> dict:
+    return {"type": "batch", "file": path, "position": b.position, "size": b.size, "magic": b.magic,
+            "baseOffset": b.base_offset, "lastOffset": b.last_offset, "count": b.count,
+            "baseSequence": b.base_sequence, "lastSequence": b.last_sequence, "producerId": b.producer_id,
+            "producerEpoch": b.producer_epoch, "partitionLeaderEpoch": b.partition_leader_epoch,
+            "isTransactional": b.is_transactional, "isControl": b.is_control,
+            "deleteHorizonMs": b.delete_horizon_ms, "timestampType": b.timestamp_type_name,
+            "baseTimestamp": b.base_timestamp, "maxTimestamp": b.max_timestamp, "attributes": b.attributes,
+            "compresscodec": b.codec_name, "crc": b.crc, "isvalid": b.crc_valid}
+
+
+def dump_record_file(run: "Dumper", path: str, s: FileSummary) -> Iterator[Line]:
+    o = run.options
+    name = os.path.basename(path)
+    header = None
+    if name.endswith(".checkpoint"):
+        if name == BOOTSTRAP_SNAPSHOT:
+            header = "KRaft bootstrap snapshot"
+        else:
+            m = KRAFT_SNAPSHOT.fullmatch(name)
+            if m is None:
+                raise InvalidFileNameError(
+                    f"{name!r} is not a KRaft snapshot name (<20-digit end offset>-<10-digit epoch>.checkpoint)",
+                    path=path, hint=NO_HINT)
+            header = f"Snapshot end offset: {int(m.group(1))}, epoch: {int(m.group(2))}"
+    with MappedFile(path) as f:
+        mv = memoryview(f.array)
+        try:
+            end = len(mv) if o.max_bytes is None else min(len(mv), o.max_bytes)
+            if header is None:
+                start = name_offset(name)
+                if start is None:
+                    start = first_base_offset(run, mv, end, path)
+                s.start_offset = start
+                header = f"Log starting offset: {start}"
+            if not o.json:
+                yield run.out(header)
+            yield from walk_log(run, path, mv, end, s)
+        finally:
+            mv.release()
+
+
+def first_base_offset(run: "Dumper", mv, end: int, path) -> int:
+    """Base offset of the first complete batch, -1 if there is none (names without an offset)."""
+    try:
+        for pos, size, magic in walk_batches(mv, 0, end, path):
+            b = read_batch(mv, pos, size, magic, path)
+            first = legacy_first_offset(mv, b, path, run.options.max_batch_bytes)
+            return b.last_offset if first is None else first
+    except KafkalogError:
+        pass   # reported by the walk itself
+    return -1
+
+
+def walk_log(run: "Dumper", path: str, mv, end: int, s: FileSummary) -> Iterator[Line]:
+    o = run.options
+    deep = o.deep
+    if deep:
+        s.records = 0
+    last_offset = -1
+    gaps = OffsetGaps()
+    try:
+        for pos, size, magic in walk_batches(mv, 0, end, path):
+            b = read_batch(mv, pos, size, magic, path)
+            s.batches += 1
+            s.valid_bytes = pos + size
+            if o.json:
+                obj = batch_json(path, b)
+                if b.base_offset is None:
+                    obj["baseOffset"] = legacy_first_offset(mv, b, path, o.max_batch_bytes)
+                yield run.obj(obj)
+            else:
+                yield run.out(batch_line(b))
+            if b.codec not in CODEC_NAMES:
+                yield run.error(s, UnknownCodecError(
+                    f"batch at offset {b.last_offset} has unknown compression codec id {b.codec}", path=path,
+                    position=pos, hint="Kafka cannot read this batch either"))
+            if not b.crc_valid:
+                kind = "CRC-32C" if b.magic >= 2 else "CRC-32"
+                yield run.error(s, CrcMismatchError(
+                    f"batch at offset {b.last_offset}: stored {kind} {b.crc}, computed {b.computed_crc(mv)}",
+                    path=path, position=pos, hint="Kafka's recovery truncates the segment at this batch"))
+            if not deep or b.codec not in CODEC_NAMES:
+                continue
+            try:
+                for r in decode_records(mv, b, path, max_batch_bytes=o.max_batch_bytes):
+                    if last_offset == -1:
+                        last_offset = r.offset
+                    elif r.offset != last_offset + 1:
+                        gaps.add(last_offset, r.offset)
+                    last_offset = r.offset
+                    s.records += 1
+                    text, obj, problem = record_output(run, path, b, r)
+                    yield run.obj(obj) if o.json else run.out(text)
+                    if problem is not None:
+                        yield run.error(s, problem)
+            except KafkalogError as e:
+                yield run.error(s, drop_generic_hint(e.with_location(path=path, position=pos)))
+                continue
+    except KafkalogError:
+        s.invalid_bytes = end - s.valid_bytes
+        yield from report_gaps(run, path, gaps)
+        raise
+    yield from report_gaps(run, path, gaps)
+    trailing = end - s.valid_bytes
+    if trailing > 0 and not o.limited:
+        s.invalid_bytes = trailing
+        if not o.json:
+            yield run.out(f"Found {trailing} invalid bytes at the end of {os.path.basename(path)}")
+        yield run.error(s, tail_error(mv, s.valid_bytes, end, path))
+
+
+def report_gaps(run: "Dumper", path: str, gaps: "OffsetGaps") -> Iterator[Line]:
+    """Record offset gaps of one file: JSON objects now (file order), or Kafka's stderr report at the end."""
+    if not gaps.pairs:
+        return
+    if run.options.json:
+        for first, second in gaps.pairs:
+            yield run.obj({"type": "non_consecutive_offsets", "file": path, "from": first, "to": second})
+    else:
+        key = absolute_path(path)
+        # most recent first, as Kafka prepends
+        run.non_consecutive[key] = gaps.pairs[::-1] + run.non_consecutive.get(key, [])
+    if gaps.omitted:
+        yield Line(STDERR, f"{path}: {gaps.omitted} more non-consecutive offset pairs not listed "
+                           f"(the first {MAX_GAPS_LISTED} are)")
+
+
+def record_output(run: "Dumper", path: str, b: BatchView, r: RecordView):
+    """(text line, JSON object, error or None) for one record of a deep iteration."""
+    o = run.options
+    key_size = -1 if r.key is None else len(r.key)
+    value_size = -1 if r.value is None else len(r.value)
+    v2 = b.magic >= rb.MAGIC_VALUE_V2
+    problem = None
+    control_text, control_fields = "", {}
+    if b.is_control:
+        try:
+            control_text, control_fields = control_record_info(r.key, r.value)
+        except KafkalogError as e:
+            problem = drop_generic_hint(e.with_location(path=path, position=b.position))
+    decoded = None
+    if o.decoder is not None and o.print_data_log and not b.is_control:
+        if r.key is None and problem is None:      # Kafka throws here and stops; we report and go on
+            problem = InvalidRecordError(f"failed to decode the record at offset {r.offset} with the "
+                                         f"{o.decoder} decoder (the record has no key)", path=path,
+                                         position=b.position)
+        else:
+            decoded = decode_record(coordinator_record_types(o.decoder), r.key, r.value)
+    if o.json:
+        obj = {"type": "record", "file": path, "batchPosition": b.position, "offset": r.offset,
+               "timestamp": r.timestamp, "timestampType": b.timestamp_type_name, "keySize": key_size,
+               "valueSize": value_size, "sequence": r.sequence if v2 else None,
+               "headerKeys": [k for k, _ in r.headers], "isValid": r.crc_valid, "crc": r.crc,
+               "isControl": b.is_control}
+        obj.update(control_fields)
+        if o.print_data_log:
+            obj.update({"key_b64": b64(r.key), "value_b64": b64(r.value), "key": utf8_or_none(r.key),
+                        "value": utf8_or_none(r.value),
+                        "headers": [{"key": k, "value_b64": b64(v)} for k, v in r.headers]})
+        if decoded is not None:
+            obj.update(record_json(decoded))
+        return None, obj, problem
+    prefix = "| "
+    text = ""
+    if not o.skip_record_metadata:
+        text = (f"| offset: {r.offset} {b.timestamp_type_name}: {r.timestamp} keySize: {key_size} "
+                f"valueSize: {value_size}")
+        prefix = " "
+        if v2:
+            text += f" sequence: {r.sequence} headerKeys: [{','.join(k for k, _ in r.headers)}]"
+        else:
+            text += f" isValid: {java_bool(bool(r.crc_valid))} crc: {r.crc}}}"
+        text += control_text
+    if decoded is not None:
+        key_text, payload_text = kafka_dump_text(decoded, r.offset)
+        text += f"{prefix}key: {key_text}"
+        if payload_text is not None:
+            text += f" payload: {payload_text}"
+    elif o.print_data_log and not b.is_control and o.decoder is None:
+        if r.key is not None:
+            text += f"{prefix}key: {string_decoder(r.key)}"
+        if r.value is not None:
+            text += f" payload: {string_decoder(r.value)}"
+    return text, None, problem

@@ -1,0 +1,93 @@
+"""What a dump writes: output lines tagged by stream, one summary per file, and how values are spelled."""
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass, field
+from typing import List, NamedTuple, Optional
+
+from kafkalog.errors import CorruptRecordError, KafkalogError
+
+STDOUT = "stdout"
+STDERR = "stderr"
+NO_HINT = ""     # an error whose location says enough
+
+
+class Line(NamedTuple):
+    """One output line (without its newline) and the stream it belongs on."""
+    stream: str
+    text: str
+
+
+@dataclass
+class FileSummary:
+    """What one file held; the JSON ``summary`` object."""
+    file: str
+    kind: str
+    batches: int = 0
+    records: Optional[int] = None
+    entries: int = 0
+    valid_bytes: int = 0
+    invalid_bytes: int = 0
+    start_offset: Optional[int] = None
+    base_offset: Optional[int] = None
+    errors: List[KafkalogError] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        out = {"type": "summary", "file": self.file, "kind": self.kind, "batches": self.batches,
+               "records": self.records, "entries": self.entries, "valid_bytes": self.valid_bytes,
+               "invalid_bytes": self.invalid_bytes}
+        if self.start_offset is not None:
+            out["startOffset"] = self.start_offset
+        if self.base_offset is not None:
+            out["baseOffset"] = self.base_offset
+        out["errors"] = [{"error": type(e).__name__, "message": str(e), "position": e.position} for e in self.errors]
+        return out
+
+
+@dataclass
+class DumpResult:
+    stdout: List[str]
+    stderr: List[str]
+    exit_code: int
+    summaries: List[FileSummary]
+
+
+def java_bool(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def optional_long(value: Optional[int]) -> str:
+    """Java's OptionalLong.toString."""
+    return "OptionalLong.empty" if value is None else f"OptionalLong[{value}]"
+
+
+def json_line(obj: dict) -> str:
+    return json.dumps(obj, separators=(",", ":"))
+
+
+def b64(data: Optional[bytes]) -> Optional[str]:
+    return None if data is None else base64.b64encode(data).decode("ascii")
+
+
+def utf8_or_none(data: Optional[bytes]) -> Optional[str]:
+    if data is None:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def string_decoder(data: bytes) -> str:
+    """Kafka's StringDecoder: new String(bytes, UTF_8), malformed input replaced by U+FFFD."""
+    return data.decode("utf-8", errors="replace")
+
+
+def drop_generic_hint(e: KafkalogError) -> KafkalogError:
+    """Errors raised by the decoders carry hints written for API callers ("run kafkalog dump");
+    inside the dump the location says enough."""
+    if e.hint == type(e).default_hint and isinstance(e, CorruptRecordError):
+        e.hint = NO_HINT
+        e.args = (str(e),)
+    return e
