@@ -343,7 +343,7 @@ def _fetch(args) -> int:
 
     import pyarrow as pa
 
-    from kafkalog.lookup.partition_log import WHY_TEXT
+    from kafkalog.lookup.rules import WHY_TEXT
 
     found = _find_partition_dirs(args.log_dirs, args.topic, [args.partition])
     path, log_dir = found[args.partition]
