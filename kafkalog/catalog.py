@@ -34,11 +34,12 @@ from typing import Iterable, Mapping, Optional
 
 import pyarrow as pa
 
-from kafkalog.checkpoint import LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT, read_offset_checkpoint
+from kafkalog.checkpoint.offset import read_offset_checkpoint
+from kafkalog.log.names import LIVE, LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT, parse_segment_file_name
 from kafkalog.errors import KafkalogError
 from kafkalog.format.file_records import scan_batches
 from kafkalog.index.time_index import read_time_index
-from kafkalog.log.logdir import (LIVE, PartitionDir, SegmentFiles, parse_segment_file_name, scan_partition_dir)
+from kafkalog.log.logdir import PartitionDir, SegmentFiles, scan_partition_dir
 
 SEGMENT, LEFTOVER, ERROR = "segment", "leftover", "error"
 FROM_TIMEINDEX, FROM_BATCHES, FROM_MTIME = "timeindex", "batches", "mtime"

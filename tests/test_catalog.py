@@ -7,7 +7,7 @@ import pyarrow as pa
 
 from kafkalog.catalog import (CATALOG_SCHEMA, FROM_BATCHES, FROM_MTIME, FROM_TIMEINDEX, LEFTOVER, catalog_table,
                               load_partition_path)
-from kafkalog.log.logdir import format_segment_file_name
+from kafkalog.log.names import format_segment_file_name
 
 from logdirs import make_partition, write_checkpoints
 

@@ -31,7 +31,7 @@ import pyarrow as pa
 
 from kafkalog.cleaner.partition_run import CLEANED, ERROR, ROW_FIELDS, WOULD_CLEAN, run_partition
 from kafkalog.log.durable import fenced
-from kafkalog.log.logdir import held_fences
+from kafkalog.log.lock import held_fences
 
 from udfs import delta_tables
 from udfs.job import (EXIT_OK, EXIT_PARTIAL, add_config_arguments, add_html_argument, base_parser, locked_log_dirs,

@@ -20,11 +20,10 @@ from pathlib import Path
 from typing import Callable, NamedTuple, Optional, Sequence
 
 from kafkalog.log.durable import AS_CREATED, ownership_problem, replace_file
-from kafkalog.tools.cli import _non_negative_int as _non_negative  # noqa: F401 - the jobs' argument type too
 from kafkalog.tools.cli import check_log_dir
 from kafkalog.config import KafkaConfigs, load_configs
 from kafkalog.errors import ConfigError, KafkalogError, LogDirLockedError, UsageError
-from kafkalog.log.logdir import describe_lock_holder, is_locked, lock_log_dir
+from kafkalog.log.lock import describe_lock_holder, is_locked, lock_log_dir
 
 from udfs import progress as _progress
 

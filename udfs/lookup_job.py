@@ -24,7 +24,7 @@ from typing import Optional, Sequence
 import pyarrow as pa
 
 from kafkalog.errors import KafkalogError
-from kafkalog.log.logdir import LIVE, parse_partition_dir_name
+from kafkalog.log.names import LIVE, parse_partition_dir_name
 
 from udfs import delta_tables
 from udfs.job import (EXIT_OK, EXIT_PARTIAL, UsageError, base_parser, progress, report_path, resolve_log_dirs,

@@ -20,7 +20,7 @@ from typing import Optional, Sequence
 import pyarrow as pa
 
 from kafkalog.errors import KafkalogError
-from kafkalog.log.logdir import parse_partition_dir_name
+from kafkalog.log.names import parse_partition_dir_name
 from kafkalog.index.reindex import ERROR, REINDEX_SCHEMA, partition_error_row, reindex_partition
 
 from udfs import delta_tables

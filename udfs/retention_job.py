@@ -23,8 +23,9 @@ from kafkalog.retention.run import (ERROR, OUTCOME_SCHEMA, finish_log_dir, publi
                                     retention_summary)
 
 from udfs import delta_tables
-from udfs.job import (EXIT_OK, EXIT_PARTIAL, _non_negative, add_config_arguments, add_html_argument, base_parser,
-                      locked_log_dirs, parse_time_ms, progress, start_job, table_path, write_html, write_report)
+from kafkalog.tools.cli import non_negative_int as _non_negative
+from udfs.job import (EXIT_OK, EXIT_PARTIAL, add_config_arguments, add_html_argument, base_parser, locked_log_dirs,
+                      parse_time_ms, progress, start_job, table_path, write_html, write_report)
 from udfs.partitions import (cached_checkpoints, folders_frame, map_folders, partition_folders_of, spark_arrow_schema,
                              topics_option)
 from udfs.progress import count_folders

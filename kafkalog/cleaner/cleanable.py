@@ -32,8 +32,7 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from kafkalog.config import LogConfig
-
-NO_TIMESTAMP = -1
+from kafkalog.format.record_batch import NO_TIMESTAMP
 
 
 class NotCleanableReason(str, enum.Enum):

@@ -53,8 +53,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Collection, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
-from kafkalog.checkpoint import (CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
-                                 fsync_dir, read_offset_checkpoint, write_offset_checkpoint)
+from kafkalog.checkpoint.offset import read_offset_checkpoint, write_offset_checkpoint
+from kafkalog.log.durable import fsync_dir
+from kafkalog.log.names import (CLEANED_SUFFIX, CLEANER_OFFSET_CHECKPOINT, DELETED_SUFFIX, LOG_START_OFFSET_CHECKPOINT,
+                                REPLICATION_OFFSET_CHECKPOINT, SNAPSHOT_SUFFIX, SWAP_SUFFIX, format_segment_file_name,
+                                parse_partition_dir_name, parse_segment_file_name)
 from kafkalog.config import BrokerConfig, KafkaConfigs, LogConfig
 from kafkalog.log import durable
 from kafkalog.errors import KafkalogError, LogDirLockedError
@@ -62,13 +65,10 @@ from kafkalog.format.file_records import scan_batches
 from kafkalog.format.record_batch import crc32c_update
 from kafkalog.index.builder import IndexAppender
 from kafkalog.index.transaction_index import TransactionIndex
-from kafkalog.log.logdir import (CLEANED_SUFFIX, DELETED_SUFFIX, SNAPSHOT_SUFFIX, SWAP_SUFFIX, format_segment_file_name,
-                                 describe_lock_holder, is_locked, lock_log_dir, parse_partition_dir_name, parse_segment_file_name)
+from kafkalog.log.lock import describe_lock_holder, is_locked, lock_log_dir
 from kafkalog.log.producer_snapshot import read_producer_snapshot
-from kafkalog.cleaner import producer_state as ps
+from kafkalog.cleaner import fast_filter, key_map as km, producer_state as ps
 from kafkalog.cleaner.cleanable import CleanableOffsets, cleanable_offsets
-from kafkalog.cleaner import fast_filter
-from kafkalog.cleaner import key_map as km
 from kafkalog.cleaner.key_walk import KeyVerdicts, build_key_verdicts
 from kafkalog.log.local_log import (LogSegment, batches_of, collect_aborted_transactions, load_segments, pending_swap_files,
                                     read_batches, read_windows, start_position)

@@ -24,7 +24,8 @@ from kafkalog.errors import KafkalogError
 from kafkalog.format import control_record as cr
 from kafkalog.format import record_batch as rb
 from kafkalog.format.compression import OutputBuffer
-from kafkalog.format.decoder import PartitionId, decode_window, decompress_batches
+from kafkalog.format.arrow_columns import PartitionId
+from kafkalog.format.decoder import decode_window, decompress_batches
 from kafkalog.format.file_records import HeaderArrays, MappedFile
 from kafkalog.format.varint import read_varint, read_varlong
 from kafkalog.cleaner import key_map as km

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from kafkalog.errors import KafkalogError
-from kafkalog.log.logdir import parse_partition_dir_name
+from kafkalog.log.names import parse_partition_dir_name
 from kafkalog.cleaner.cleanable import NotCleanableReason
 from kafkalog.cleaner.cleaner import (OUTCOME_DONE, OUTCOME_DRY_RUN, OUTCOME_FAILED, OUTCOME_NOT_NEEDED, PartitionCleanResult,
                                       clean_partition, plan_partition)

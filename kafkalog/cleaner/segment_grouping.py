@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import List, Sequence
 
-INT32_MAX = 2**31 - 1
+from kafkalog.format.varint import INT32_MAX
 
 
 @dataclass(frozen=True)

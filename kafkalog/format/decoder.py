@@ -1,5 +1,6 @@
 """Record batches → Arrow: decode a window of walked batches into one ``pyarrow.RecordBatch`` of
-RECORD_SCHEMA, with the reference engine or the accelerated one (same result, tests compare).
+RECORD_SCHEMA, with the reference engine or the accelerated one (same result, tests compare); the
+columns are built in ``arrow_columns``.
 
 Windows keep memory bounded: a 1 GB segment is decoded as a stream of RecordBatches of at most
 ``window_bytes`` of (decompressed) record data each.
@@ -7,7 +8,6 @@ Windows keep memory bounded: a 1 GB segment is decoded as a stream of RecordBatc
 from __future__ import annotations
 
 import dataclasses
-import threading
 from dataclasses import dataclass
 from typing import Iterator, List, Optional
 
@@ -17,265 +17,18 @@ import pyarrow as pa
 from kafkalog.errors import InvalidRecordError, KafkalogError
 from kafkalog.format import record_batch as rb
 from kafkalog.format import records_reference as ref
-from kafkalog.format.buffer_pool import OUTPUT_POOL
+from kafkalog.format.arrow_columns import (EMPTY_BYTES, REPEATS, WORKSPACES, PartitionId, Workspace, assemble_batch,
+                                           batch_columns, binary_array, carve, no_headers_column, null_int64_column,
+                                           pool_empty, readonly, repeated_bits, repeated_column, values_then_keys)
 from kafkalog.format.compression import DEFAULT_MAX_BATCH_BYTES, OutputBuffer, decompress_into
 from kafkalog.format.file_records import HeaderArrays
-from kafkalog.format.schema import HEADER_TYPE, HEADERS_TYPE, RECORD_SCHEMA, TIMESTAMP_TYPE
+from kafkalog.format.schema import HEADER_TYPE, HEADERS_TYPE
+from kafkalog.format.varint import INT32_MAX
 
-_INT32_MAX = (1 << 31) - 1
 MIN_RECORD_SIZE = rb.MIN_RECORD_SIZE
 # Record data decoded by one call, at most: Arrow binary offsets are int32, so one RecordBatch must
 # stay well below 2 GiB of keys (or values); a single larger batch cannot be split and is refused.
 MAX_DECODE_BYTES = 1 << 30
-
-
-@dataclass(frozen=True)
-class PartitionId:
-    topic: Optional[str]
-    partition: Optional[int]
-
-
-def _readonly(a: np.ndarray) -> np.ndarray:
-    if a.flags.writeable:
-        a = a.view()
-        a.flags.writeable = False
-    return a
-
-
-_EMPTY = _readonly(np.zeros(1, dtype=np.uint8))
-
-
-def _pool_empty(n: int, dtype) -> np.ndarray:
-    """An uninitialised array from the output BufferPool (large) or Arrow's pool (small): freed
-    tables' memory is reused across calls and threads, where fresh allocations page-fault."""
-    dtype = np.dtype(dtype)
-    return np.frombuffer(OUTPUT_POOL.allocate(max(n, 1) * dtype.itemsize), dtype=dtype, count=n)
-
-
-def _fit(data: np.ndarray, used: int) -> np.ndarray:
-    """The first ``used`` bytes, copied to a buffer of their own when they fill less than half of it:
-    an Arrow slice would keep the whole upper-bound allocation alive for the table's lifetime."""
-    if used >= len(data) // 2:
-        return data[:used]
-    fitted = _pool_empty(used, np.uint8)
-    fitted[:] = data[:used]
-    return fitted
-
-
-def _values_then_keys(data: np.ndarray, vd: int, keys: np.ndarray, kd: int):
-    """Key bytes (walked into the workspace) appended after the value bytes in ``data``, which has
-    room for both: a record's key and value are disjoint parts of its bytes, and ``data`` holds as
-    many bytes as the records. One allocation per window instead of two upper-bound ones.
-    Returns (value bytes, key bytes), views of one buffer."""
-    data[vd:vd + kd] = keys[:kd]
-    data = _fit(data, vd + kd)
-    return data[:vd], data[vd:vd + kd]
-
-
-def _carve(shapes) -> List[np.ndarray]:
-    """Arrays of the given (count, dtype) shapes carved from one pooled allocation, 64-byte aligned:
-    an allocation that is kept costs ~0.1 ms whatever its size, and a window needs ~20 columns."""
-    offsets = []
-    total = 0
-    for count, dtype in shapes:
-        offsets.append(total)
-        total += (count * np.dtype(dtype).itemsize + 63) & ~63
-    block = OUTPUT_POOL.allocate(max(total, 1))
-    return [np.frombuffer(block, dtype=dtype, count=count, offset=off) for (count, dtype), off in zip(shapes, offsets)]
-
-
-class _Workspace:
-    """What one decode call works in: the decompression buffer, the key bytes before they join the
-    values, and per-record scratch (key/value validity, header counts and positions). Nothing in it
-    outlives the call: the kernels copy out.
-
-    Kept buffers matter more than they seem: on VMs whose host reclaims freed guest memory (free
-    page reporting), a freshly faulted MiB costs ~2.5 ms against ~0.1 ms for a warm one."""
-
-    MAX_KEPT = 64 << 20      # a buffer grown past this by one huge batch is not kept for the next call
-    MAX_KEPT_RECORDS = 8 << 20
-
-    def __init__(self):
-        self.out = OutputBuffer(16 << 20)
-        self.keys = OutputBuffer(4 << 20)
-        self._scratch = None
-
-    def scratch(self, n: int):
-        if self._scratch is None or len(self._scratch[0]) < n:
-            size = max(n, 1 << 16)
-            self._scratch = (np.empty(size, np.uint8), np.empty(size, np.uint8), np.empty(size, np.int32),
-                             np.empty(size, np.int64))
-        return tuple(a[:n] for a in self._scratch)
-
-    def worth_keeping(self) -> bool:
-        return (len(self.out.array) <= self.MAX_KEPT and len(self.keys.array) <= self.MAX_KEPT
-                and (self._scratch is None or len(self._scratch[0]) <= self.MAX_KEPT_RECORDS))
-
-
-class _WorkspacePool:
-    """Workspaces shared by every thread of the process. The reader's worker threads end with each
-    call; per-thread buffers were allocated and first touched again every time (~40 MB per call)."""
-
-    def __init__(self):
-        self._free: List[_Workspace] = []
-        self._lock = threading.Lock()
-
-    def acquire(self) -> _Workspace:
-        with self._lock:
-            if self._free:
-                return self._free.pop()
-        return _Workspace()
-
-    def release(self, ws: _Workspace) -> None:
-        if not ws.worth_keeping():
-            return
-        with self._lock:
-            if len(self._free) < 8:
-                self._free.append(ws)
-
-
-_WORKSPACES = _WorkspacePool()
-
-
-# --- shared assembly -----------------------------------------------------------------------
-
-def _validity(mask: np.ndarray, nulls: Optional[int] = None):
-    """Arrow validity bitmap from a 0/1 byte mask; None when nothing is null (``nulls``, when the
-    caller counted them, saves a pass over the mask)."""
-    if nulls == 0 or (nulls is None and mask.all()):
-        return None, 0
-    return pa.py_buffer(np.packbits(mask.astype(np.bool_), bitorder="little")), int(len(mask) - np.count_nonzero(mask))
-
-
-def _binary(n: int, offsets: np.ndarray, data: np.ndarray, valid: np.ndarray, typ=pa.binary(),
-            nulls: Optional[int] = None) -> pa.Array:
-    bitmap, nulls = _validity(valid, nulls)
-    return pa.Array.from_buffers(typ, n, [bitmap, pa.py_buffer(offsets), pa.py_buffer(data)], null_count=nulls)
-
-
-class _Repeats:
-    """Read-only buffers that repeat one value (a topic name's offsets and bytes, a partition number,
-    zero and one bits), kept per value at the largest length asked for and shared by prefix: every
-    window of a partition carries the same topic and partition columns, and most windows' flag
-    columns are all false, so they need no new memory each time."""
-
-    KEEP_BYTES = 64 << 20    # past this the cache starts over (arrays in use stay with their tables)
-
-    def __init__(self):
-        self._arrays: dict = {}
-        self._bytes = 0
-        self._lock = threading.Lock()
-
-    def _cached(self, key, n: int, make, nbytes):
-        with self._lock:
-            have = self._arrays.get(key)
-        if have is None or len(have) < n:
-            grown = make(max(n, 2 * len(have) if have is not None else n, 1024))
-            with self._lock:
-                if self._bytes + nbytes(grown) > self.KEEP_BYTES:
-                    self._arrays.clear()
-                    self._bytes = 0
-                old = self._arrays.get(key)
-                self._bytes += nbytes(grown) - (nbytes(old) if old is not None else 0)
-                self._arrays[key] = grown
-            have = grown
-        return have
-
-    def get(self, key, n: int, make) -> np.ndarray:
-        """The first n items of a read-only numpy array made by ``make(length)``."""
-        return self._cached(key, n, lambda m: _readonly(make(m)), lambda a: a.nbytes)[:n]
-
-    def column(self, key, n: int, make) -> pa.Array:
-        """The first n rows of an Arrow array made by ``make(length)`` (a slice costs ~1 µs, where
-        building the array again from its buffers costs 10–60 µs, per column and window)."""
-        return self._cached(("column",) + key, n, make, lambda a: a.get_total_buffer_size()).slice(0, n)
-
-
-_REPEATS = _Repeats()
-_NO_HEADERS = pa.StructArray.from_arrays([pa.array([], pa.string()), pa.array([], pa.binary())],
-                                         fields=list(HEADER_TYPE))
-
-
-def _repeated_string(text: Optional[str], n: int) -> pa.Array:
-    """A string column holding ``text`` n times (null when text is None), built from shared buffers."""
-    if text is None:
-        return pa.nulls(n, pa.string())
-    raw = text.encode("utf-8")
-
-    def make(m):
-        offsets = np.arange(m + 1, dtype=np.int32) * np.int32(len(raw))
-        return pa.Array.from_buffers(pa.string(), m, [None, pa.py_buffer(offsets), pa.py_buffer(raw * m)])
-    return _REPEATS.column(("string", raw), n, make)
-
-
-def _repeated(value, dtype, n: int) -> pa.Array:
-    """A column holding ``value`` n times (null when value is None), from a shared read-only buffer."""
-    dtype = np.dtype(dtype)
-    if value is None:
-        return pa.nulls(n, pa.from_numpy_dtype(dtype))
-    return _REPEATS.column((dtype.str, int(value)), n, lambda m: pa.array(np.full(m, value, dtype)))
-
-
-def _no_headers(n: int) -> pa.Array:
-    """A headers column of n empty lists."""
-    return _REPEATS.column(("no-headers",), n, lambda m: pa.ListArray.from_arrays(
-        pa.array(np.zeros(m + 1, np.int32)), _NO_HEADERS, type=HEADERS_TYPE))
-
-
-def _null_int64(n: int) -> pa.Array:
-    return _REPEATS.column(("null-int64",), n, lambda m: pa.Array.from_buffers(
-        pa.int64(), m, [_repeated_bits(False, m), pa.py_buffer(np.zeros(m, np.int64))], null_count=m))
-
-
-def _repeated_bits(bit: bool, n: int) -> pa.Buffer:
-    """A bitmap of n bits, all ``bit``."""
-    return pa.py_buffer(_REPEATS.get(("bits", bool(bit)), (n + 7) // 8,
-                                     lambda m: np.full(m, 0xFF if bit else 0, np.uint8)))
-
-
-def _batch_columns(h: HeaderArrays, counts: np.ndarray) -> dict:
-    """Batch-level columns repeated onto each record."""
-    attrs = h.attributes.astype(np.int16)
-    is_v2 = h.magic == 2
-    rep = lambda a: np.repeat(a, counts)  # noqa: E731
-    has_horizon = rep(is_v2 & ((attrs & rb.DELETE_HORIZON_FLAG_MASK) != 0))
-    base_offset = h.baseOffset
-    return {
-        "lastOffset": pa.array(rep(h.lastOffset)),
-        "batchPosition": pa.array(rep(h.position)),
-        "magic": pa.array(rep(h.magic)),
-        "codec": pa.array(rep((attrs & rb.COMPRESSION_CODEC_MASK).astype(np.int8))),
-        "producerId": pa.array(rep(h.producerId)),
-        "producerEpoch": pa.array(rep(h.producerEpoch)),
-        "baseSequence": pa.array(rep(h.baseSequence)),
-        "isTransactional": pa.array(rep(is_v2 & ((attrs & rb.TRANSACTIONAL_FLAG_MASK) != 0))),
-        "isControl": pa.array(rep(is_v2 & ((attrs & rb.CONTROL_FLAG_MASK) != 0))),
-        "partitionLeaderEpoch": pa.array(rep(h.partitionLeaderEpoch)),
-        "deleteHorizonMs": pa.array(rep(h.baseTimestamp), mask=~has_horizon, type=pa.int64()),
-        "baseOffset": pa.array(rep(base_offset)),
-    }
-
-
-def _assemble(n: int, pid: PartitionId, key: pa.Array, value: pa.Array, offsets: np.ndarray, ts: np.ndarray,
-              ts_type: pa.Array, headers: pa.Array, batch_cols: dict, *,
-              ts_nulls: Optional[int] = None) -> pa.RecordBatch:
-    ts_bitmap, ts_nulls = _validity(ts != rb.NO_TIMESTAMP) if ts_nulls != 0 else (None, 0)
-    cols = {
-        "key": key,
-        "value": value,
-        "topic": _repeated_string(pid.topic, n),
-        "partition": _repeated(pid.partition, np.int32, n),
-        "offset": pa.array(offsets),
-        "timestamp": pa.Array.from_buffers(TIMESTAMP_TYPE, n, [ts_bitmap, pa.py_buffer(ts)], null_count=ts_nulls),
-        "timestampType": ts_type,
-        "headers": headers,
-    }
-    cols.update(batch_cols)
-    return pa.RecordBatch.from_arrays([cols[f.name] for f in RECORD_SCHEMA], schema=RECORD_SCHEMA)
-
-
-def empty_record_batch() -> pa.RecordBatch:
-    return pa.RecordBatch.from_pylist([], schema=RECORD_SCHEMA)
 
 
 # --- reference engine ----------------------------------------------------------------------
@@ -315,8 +68,8 @@ def _rows_batch(rows: List[ref.RecordRow], h: HeaderArrays, counts: np.ndarray, 
     """The reference engine's rows as a RecordBatch: ``counts[b]`` rows come from batch b of ``h``."""
     n = len(rows)
     header_rows = [[{"key": k, "value": v} for k, v in r.headers] for r in rows]
-    batch_cols = _batch_columns(dataclasses.replace(h, baseOffset=base_offsets), counts)
-    return _assemble(
+    batch_cols = batch_columns(dataclasses.replace(h, baseOffset=base_offsets), counts)
+    return assemble_batch(
         n, pid,
         pa.array([r.key for r in rows], pa.binary()),
         pa.array([r.value for r in rows], pa.binary()),
@@ -359,17 +112,17 @@ def decode_accel(buf: np.ndarray, h: HeaderArrays, pid: PartitionId, *, path=Non
     max_batch_bytes = min(max_batch_bytes, MAX_DECODE_BYTES)
     nb = len(h)
     codec, b_src, b_start, b_end = _records_regions(h)
-    ws = _WORKSPACES.acquire()
+    ws = WORKSPACES.acquire()
     try:
         return _decode_accel(buf, h, pid, ws, nb, codec, b_src, b_start, b_end, path=path, verify_crc=verify_crc,
                              max_batch_bytes=max_batch_bytes, budget=budget)
     finally:
-        _WORKSPACES.release(ws)
+        WORKSPACES.release(ws)
 
 
-def _decode_accel(buf, h: HeaderArrays, pid: PartitionId, ws: _Workspace, nb: int, codec, b_src, b_start, b_end, *,
+def _decode_accel(buf, h: HeaderArrays, pid: PartitionId, ws: Workspace, nb: int, codec, b_src, b_start, b_end, *,
                   path, verify_crc, max_batch_bytes, budget):
-    dbuf = _EMPTY
+    dbuf = EMPTY_BYTES
     out = ws.out
     nb, at = _decompress_window(buf, h, codec, b_src, b_start, b_end, out, pid, path=path, verify_crc=verify_crc,
                                 max_batch_bytes=max_batch_bytes, budget=budget)
@@ -377,7 +130,7 @@ def _decode_accel(buf, h: HeaderArrays, pid: PartitionId, ws: _Workspace, nb: in
         h = h.head(nb)
         codec, b_src, b_start, b_end = codec[:nb], b_src[:nb], b_start[:nb], b_end[:nb]
     if at:
-        dbuf = _readonly(out.array[:at])
+        dbuf = readonly(out.array[:at])
     return _checked_records(buf, dbuf, h, pid, ws, b_src, b_start, b_end, path=path, verify_crc=verify_crc,
                             max_batch_bytes=max_batch_bytes), nb
 
@@ -387,15 +140,15 @@ def decode_decompressed(buf: np.ndarray, dbuf: np.ndarray, h: HeaderArrays, b_sr
     """The records of the v2 batches ``h`` whose records regions ``decompress_batches`` located
     (``buf``/``dbuf``, b_src, b_start, b_end), as a RecordBatch: for a caller that keeps the
     decompressed bytes (the cleaner rewrites batches from them) and so decompresses once."""
-    ws = _WORKSPACES.acquire()
+    ws = WORKSPACES.acquire()
     try:
         return _checked_records(buf, dbuf, h, PartitionId(None, None), ws, b_src, b_start, b_end, path=path,
                                 verify_crc=False, max_batch_bytes=max_batch_bytes)
     finally:
-        _WORKSPACES.release(ws)
+        WORKSPACES.release(ws)
 
 
-def _checked_records(buf, dbuf, h: HeaderArrays, pid: PartitionId, ws: _Workspace, b_src, b_start, b_end, *, path,
+def _checked_records(buf, dbuf, h: HeaderArrays, pid: PartitionId, ws: Workspace, b_src, b_start, b_end, *, path,
                      verify_crc, max_batch_bytes) -> pa.RecordBatch:
     """The records of the batches ``h`` (see _decode_records), once every batch's record count has been
     checked against the bytes that hold its records."""
@@ -414,7 +167,7 @@ def _checked_records(buf, dbuf, h: HeaderArrays, pid: PartitionId, ws: _Workspac
     return _decode_records(buf, dbuf, h, pid, ws, b_src, b_start, b_end, counts, path=path)
 
 
-def _decode_records(buf, dbuf, h: HeaderArrays, pid: PartitionId, ws: _Workspace, b_src, b_start, b_end, counts, *,
+def _decode_records(buf, dbuf, h: HeaderArrays, pid: PartitionId, ws: Workspace, b_src, b_start, b_end, counts, *,
                     path, origin=None) -> pa.RecordBatch:
     """Walk ``counts[b]`` records of each batch b from [b_start[b], b_end[b]) of ``buf`` or ``dbuf``
     (``b_src``) into one RecordBatch. ``origin`` (default b_start) is where a batch's decompressed
@@ -424,20 +177,20 @@ def _decode_records(buf, dbuf, h: HeaderArrays, pid: PartitionId, ws: _Workspace
     origin = b_start if origin is None else origin
     n = int(counts.sum())
     cap = int((b_end - b_start).sum())
-    if cap > _INT32_MAX:   # only a single uncompressed batch near 2 GiB gets here
+    if cap > INT32_MAX:   # only a single uncompressed batch near 2 GiB gets here
         raise InvalidRecordError(f"batch at offset {int(h.baseOffset[0])} holds {cap} bytes of records, more than "
                                  "one Arrow record batch can carry", path=path, position=int(h.position[0]),
                                  hint="split the segment with Kafka tools, or read it with a JVM reader")
     log_append = (h.attributes & rb.TIMESTAMP_TYPE_MASK) != 0
     plan = _BatchColumnPlan.of(h, log_append)
-    columns = _carve([(n, np.int64), (n, np.int64), (n + 1, np.int32), (n + 1, np.int32)] + plan.shapes(n))
+    columns = carve([(n, np.int64), (n, np.int64), (n + 1, np.int32), (n + 1, np.int32)] + plan.shapes(n))
     out_offset, out_ts, key_off, val_off = columns[:4]
     key_valid, val_valid, hdr_count, hdr_pos = ws.scratch(n)
     key_data = ws.keys.reserve(cap, 0)[:cap]
-    val_data = _pool_empty(cap, np.uint8)
+    val_data = pool_empty(cap, np.uint8)
     nulls = np.zeros(3, np.int64)
     status, bad_b, bad_pos, written, nh = acc.decode_v2_kernel(
-        _readonly(buf), dbuf, b_src, b_start, b_end, counts, h.baseOffset, h.baseTimestamp, h.maxTimestamp,
+        readonly(buf), dbuf, b_src, b_start, b_end, counts, h.baseOffset, h.baseTimestamp, h.maxTimestamp,
         log_append, out_offset, out_ts, key_off, key_data, key_valid, val_off, val_data, val_valid, hdr_count, hdr_pos,
         nulls)
     if status != acc.REC_OK:
@@ -450,20 +203,20 @@ def _decode_records(buf, dbuf, h: HeaderArrays, pid: PartitionId, ws: _Workspace
                                  path=path, position=batch_pos)
     kd, vd = int(key_off[n]) if n else 0, int(val_off[n]) if n else 0
     key_nulls, val_nulls, ts_nulls = (int(x) for x in nulls)
-    values, keys = _values_then_keys(val_data, vd, key_data, kd)
-    key = _binary(n, key_off, keys, key_valid, nulls=key_nulls)
-    value = _binary(n, val_off, values, val_valid, nulls=val_nulls)
+    values, keys = values_then_keys(val_data, vd, key_data, kd)
+    key = binary_array(n, key_off, keys, key_valid, nulls=key_nulls)
+    value = binary_array(n, val_off, values, val_valid, nulls=val_nulls)
     headers = _headers_accel(buf, dbuf, b_src, counts, hdr_count, hdr_pos, nh, cap, n)
     ts_type, batch_cols = _batch_columns_accel(plan, counts, n, columns[4:])
-    return _assemble(n, pid, key, value, out_offset, out_ts, ts_type, headers, batch_cols, ts_nulls=ts_nulls)
+    return assemble_batch(n, pid, key, value, out_offset, out_ts, ts_type, headers, batch_cols, ts_nulls=ts_nulls)
 
 
 def _flag_column(flags: np.ndarray, counts: np.ndarray, n: int) -> pa.Array:
     """A bool column repeating a per-batch flag: a shared constant bitmap when every batch agrees."""
     every = bool(len(flags)) and bool(flags.all())
     if every or not flags.any():
-        return _REPEATS.column(("bool", every), n,
-                               lambda m: pa.Array.from_buffers(pa.bool_(), m, [None, _repeated_bits(every, m)]))
+        return REPEATS.column(("bool", every), n,
+                               lambda m: pa.Array.from_buffers(pa.bool_(), m, [None, repeated_bits(every, m)]))
     return pa.array(np.repeat(flags, counts))
 
 
@@ -496,12 +249,12 @@ class _BatchColumnPlan:
         return cls(sources, fill, attrs, has_horizon)
 
     def shapes(self, n: int) -> list:
-        """What batch_columns_kernel fills, for _carve."""
+        """What batch_columns_kernel fills, for carve."""
         return [(n, d) for d, f in zip(self.DTYPES, self.fill) if f]
 
 
 def _batch_columns_accel(plan: _BatchColumnPlan, counts: np.ndarray, n: int, carved: list):
-    """The accelerated twin of _batch_columns (plus timestampType): one kernel fills the columns the
+    """The accelerated twin of batch_columns (plus timestampType): one kernel fills the columns the
     plan repeats per record, into ``carved`` (shaped by plan.shapes); the others share a constant."""
     from kafkalog.format import records_accel as acc
 
@@ -511,9 +264,9 @@ def _batch_columns_accel(plan: _BatchColumnPlan, counts: np.ndarray, n: int, car
         acc.batch_columns_kernel(counts, *plan.sources, *outs)
     cols = {}
     for name, dtype, src, f, out in zip(plan.NAMES, plan.DTYPES, plan.sources, plan.fill, outs):
-        cols[name] = pa.array(out) if f else _repeated(src[0] if len(src) else 0, dtype, n)
+        cols[name] = pa.array(out) if f else repeated_column(src[0] if len(src) else 0, dtype, n)
     if not plan.has_horizon.any():
-        cols["deleteHorizonMs"] = _null_int64(n)
+        cols["deleteHorizonMs"] = null_int64_column(n)
     elif not plan.has_horizon.all():
         cols["deleteHorizonMs"] = pa.array(cols["deleteHorizonMs"].to_numpy(zero_copy_only=True),
                                            mask=~np.repeat(plan.has_horizon, counts), type=pa.int64())
@@ -582,7 +335,7 @@ def decompress_batches(buf: np.ndarray, h: HeaderArrays, out: OutputBuffer, *, p
     codec, b_src, b_start, b_end = _records_regions(h)
     nb, at = _decompress_window(buf, h, codec, b_src, b_start, b_end, out, PartitionId(None, None), path=path,
                                 verify_crc=False, max_batch_bytes=max_batch_bytes, budget=budget)
-    dbuf = _readonly(out.array[:at]) if at else _EMPTY
+    dbuf = readonly(out.array[:at]) if at else EMPTY_BYTES
     return nb, b_src[:nb], b_start[:nb], b_end[:nb], dbuf
 
 
@@ -590,7 +343,7 @@ def _headers_accel(buf, dbuf, b_src, counts, hdr_count, hdr_pos, nh: int, cap: i
     from kafkalog.format import records_accel as acc
 
     if nh == 0:
-        return _no_headers(n)
+        return no_headers_column(n)
     rec_src = np.repeat(b_src, counts)
     list_off = np.empty(n + 1, np.int32)
     hk_off = np.empty(nh + 1, np.int32)
@@ -598,16 +351,16 @@ def _headers_accel(buf, dbuf, b_src, counts, hdr_count, hdr_pos, nh: int, cap: i
     hv_valid = np.empty(nh, np.uint8)
     hk_data = np.empty(cap, np.uint8)
     hv_data = np.empty(cap, np.uint8)
-    kd, vd = acc.headers_kernel(_readonly(buf), dbuf, rec_src, hdr_count, hdr_pos, list_off, hk_off, hk_data,
+    kd, vd = acc.headers_kernel(readonly(buf), dbuf, rec_src, hdr_count, hdr_pos, list_off, hk_off, hk_data,
                                 hv_off, hv_data, hv_valid)
-    hkeys = _binary(nh, hk_off, hk_data[:kd], np.ones(nh, np.uint8), typ=pa.string())
+    hkeys = binary_array(nh, hk_off, hk_data[:kd], np.ones(nh, np.uint8), typ=pa.string())
     try:
         hkeys.validate(full=True)
     except pa.ArrowInvalid:
         # Kafka decodes header keys leniently (malformed UTF-8 becomes U+FFFD); so do we.
-        raw = _binary(nh, hk_off, hk_data[:kd], np.ones(nh, np.uint8))
+        raw = binary_array(nh, hk_off, hk_data[:kd], np.ones(nh, np.uint8))
         hkeys = pa.array([b.decode("utf-8", errors="replace") for b in raw.to_pylist()], pa.string())
-    hvals = _binary(nh, hv_off, hv_data[:vd], hv_valid)
+    hvals = binary_array(nh, hv_off, hv_data[:vd], hv_valid)
     structs = pa.StructArray.from_arrays([hkeys, hvals], fields=list(HEADER_TYPE))
     return pa.ListArray.from_arrays(pa.array(list_off), structs, type=HEADERS_TYPE)
 
@@ -658,7 +411,7 @@ class BatchSlices:
         else:
             used = decompress_into(codec, memoryview(buf)[start:end], self._out, 0, magic=2,
                                    max_bytes=min(max_batch_bytes, MAX_DECODE_BYTES))
-            self.src, self.start, self.end, self.compressed = _readonly(self._out.array[:used]), 0, used, True
+            self.src, self.start, self.end, self.compressed = readonly(self._out.array[:used]), 0, used, True
         if self.count > (self.end - self.start) // MIN_RECORD_SIZE:
             raise InvalidRecordError(f"batch at offset {int(h1.baseOffset[0])} declares {self.count} records but its "
                                      f"{self.end - self.start} bytes of records can hold at most "
@@ -692,14 +445,14 @@ class BatchSlices:
                 e.position = None
                 raise e.with_location(path=self.path, position=self.position)
             return _rows_batch(rows, self.h1, np.array([m], np.int64), self.h1.baseOffset, self.pid)
-        ws = _WORKSPACES.acquire()
+        ws = WORKSPACES.acquire()
         try:
             src = np.array([1 if self.compressed else 0], np.int8)
-            return _decode_records(self.buf, self.src if self.compressed else _EMPTY, self.h1, self.pid, ws, src,
+            return _decode_records(self.buf, self.src if self.compressed else EMPTY_BYTES, self.h1, self.pid, ws, src,
                                    np.array([lo], np.int64), np.array([hi], np.int64), np.array([m], np.int64),
                                    path=self.path, origin=np.array([self.start], np.int64))
         finally:
-            _WORKSPACES.release(ws)
+            WORKSPACES.release(ws)
 
     def __len__(self) -> int:
         return len(self.bounds) - 1
@@ -717,4 +470,4 @@ class BatchSlices:
 
     def close(self) -> None:
         self._out.release()
-        self.src = _EMPTY
+        self.src = EMPTY_BYTES

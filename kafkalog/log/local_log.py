@@ -21,7 +21,8 @@ from kafkalog.errors import KafkalogError
 from kafkalog.format import control_record as cr
 from kafkalog.format import record_batch as rb
 from kafkalog.format.compression import OutputBuffer
-from kafkalog.format.decoder import PartitionId, decode_decompressed, decode_window, decompress_batches
+from kafkalog.format.arrow_columns import PartitionId
+from kafkalog.format.decoder import decode_decompressed, decode_window, decompress_batches
 from kafkalog.format.file_records import HeaderArrays, MappedFile, ScanResult, resolve_engine, scan_batches
 from kafkalog.format.records_reference import RecordRow
 from kafkalog.index.offset_index import read_offset_index

@@ -98,14 +98,18 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kafkalog.checkpoint import (LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
-                                 EpochEntry, read_leader_epoch_checkpoint, read_offset_checkpoint)
+from kafkalog.checkpoint.leader_epoch import EpochEntry, read_leader_epoch_checkpoint
+from kafkalog.checkpoint.offset import read_offset_checkpoint
+from kafkalog.log.names import LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
 from kafkalog.errors import CorruptIndexError, CorruptRecordError, KafkalogError, OffsetOutOfRangeError, OffsetOverflowError
 from kafkalog.format.compression import DEFAULT_MAX_BATCH_BYTES
-from kafkalog.format.decoder import PartitionId, decode_window
+from kafkalog.format.arrow_columns import PartitionId
+from kafkalog.format.decoder import decode_window
+from kafkalog.format.record_batch import LOG_OVERHEAD
 from kafkalog.format.record_stamps import batch_stamps
 from kafkalog.format.file_records import (ERR_TRUNCATED, OK_END, OK_WINDOW, HeaderArrays,
-                                          MappedFile, _scan, check_crcs, crc_error, resolve_engine, scan_buffer, walk_error)
+                                          MappedFile, check_crcs, crc_error, resolve_engine, scan_buffer, walk_error,
+                                          scan_window as _scan)
 from kafkalog.index.builder import DEFAULT_INDEX_INTERVAL_BYTES, build_indexes
 from kafkalog.index.offset_index import OffsetIndex, empty_offset_index, read_offset_index
 from kafkalog.index.time_index import TIME_ENTRY_SIZE, TimeIndex, empty_time_index, read_time_index
@@ -155,7 +159,6 @@ FIRST_WINDOW_BYTES = 16 << 10      # bytes of .log walked first from an index po
 MAX_WINDOW_BYTES = 8 << 20         # the walk doubles its window up to this
 WINDOW_BYTES_PER_SLOT = 64         # header slots allocated per window byte (more batches: another round)
 MAX_PREAD_SCAN_BYTES = 64 << 20    # a longer header scan (a rebuild) goes through a memory map
-LOG_OVERHEAD = 12                  # baseOffset int64 + batchLength int32, before every batch
 SIZE_FIELD_POS = 8                 # batchLength
 _TIME_SLOT = struct.Struct(">qi")  # one .timeindex entry
 

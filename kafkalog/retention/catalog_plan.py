@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kafkalog.config import KafkaConfigs
-from kafkalog.log.logdir import KRAFT_METADATA_TOPIC
+from kafkalog.log.names import KRAFT_METADATA_TOPIC
 from kafkalog.retention.policy import HW_MISSING_ZERO, LogState, Segment, plan_retention, resolve_high_watermark
 
 PLAN_SCHEMA = pa.schema([

@@ -24,15 +24,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kafkalog.catalog import LogDirCheckpoints, PartitionState, load_partition, read_log_dir_checkpoints
-from kafkalog.checkpoint import LOG_START_OFFSET_CHECKPOINT, read_offset_checkpoint, write_offset_checkpoint
+from kafkalog.checkpoint.offset import read_offset_checkpoint, write_offset_checkpoint
+from kafkalog.log.names import (CLEANED_SUFFIX, DELETED_SUFFIX, KRAFT_METADATA_TOPIC, LIVE,
+                                LOG_START_OFFSET_CHECKPOINT, LOG_SUFFIX, SWAP_SUFFIX, format_segment_file_name,
+                                parse_partition_dir_name, parse_segment_file_name)
 from kafkalog.config import KafkaConfigs
 from kafkalog.errors import KafkalogError
 from kafkalog.format.file_records import scan_batches
 from kafkalog.log.producer_snapshot import snapshot_file_name
 from kafkalog.retention.deletion import (DeletionResult, apply_plan, purge_deleted_files, rename_left_behind, renamed_by_run,
                                          updated_log_start_offsets)
-from kafkalog.log.logdir import (CLEANED_SUFFIX, DELETED_SUFFIX, KRAFT_METADATA_TOPIC, LIVE, LOG_SUFFIX, SWAP_SUFFIX,
-                                 format_segment_file_name, parse_partition_dir_name, parse_segment_file_name, scan_partition_dir)
+from kafkalog.log.logdir import scan_partition_dir
 from kafkalog.retention.policy import (HW_MISSING_ZERO, NO_PRODUCER_SNAPSHOT, LogState, Segment, keep_active_segment,
                                        plan_retention, resolve_high_watermark)
 

@@ -35,7 +35,7 @@ class ArgumentParser(argparse.ArgumentParser):
 
 # --- argument types ---------------------------------------------------------------------------
 
-def _non_negative_int(text: str) -> int:
+def non_negative_int(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
@@ -46,7 +46,7 @@ def _non_negative_int(text: str) -> int:
 
 
 def _positive_int(text: str) -> int:
-    value = _non_negative_int(text)
+    value = non_negative_int(text)
     if value == 0:
         raise argparse.ArgumentTypeError("must be > 0")
     return value
@@ -98,7 +98,7 @@ def _add_dump(subparsers) -> None:
                    help="check index entries against the log without printing them")
     p.add_argument("--index-sanity-check", action="store_true",
                    help="only run the index sanity check (Kafka's CorruptIndexException rules)")
-    p.add_argument("--max-bytes", type=_non_negative_int, default=None, metavar="N",
+    p.add_argument("--max-bytes", type=non_negative_int, default=None, metavar="N",
                    help="read at most N bytes of each record file (default: all)")
     p.add_argument("--max-message-size", type=_positive_int, default=None, metavar="N",
                    help="bytes read at an offset-index position to find its batch (default: 5242880)")
@@ -161,12 +161,12 @@ def _add_demo(subparsers) -> None:
                               description="Write a log directory of generated partitions, as a broker would.")
     p.add_argument("out", help="directory to write: a new or empty folder (an existing log dir is refused)")
     p.add_argument("--partitions", type=_positive_int, default=3, metavar="N", help="partitions (default: 3)")
-    p.add_argument("--records", type=_non_negative_int, default=20000, metavar="N",
+    p.add_argument("--records", type=non_negative_int, default=20000, metavar="N",
                    help="records per partition (default: 20000)")
     p.add_argument("--compression", choices=CODECS, default="none", help="codec of the batches (default: none)")
     p.add_argument("--seed", type=int, default=1, help="random seed (default: 1)")
     p.add_argument("--topic", default="demo-orders", type=_topic_name, help="the topic's name (default: demo-orders)")
-    p.add_argument("--consumer-groups", type=_non_negative_int, default=0, metavar="N",
+    p.add_argument("--consumer-groups", type=non_negative_int, default=0, metavar="N",
                    help="also write __consumer_offsets with N consumer groups' commits on the topic (default: 0)")
     p.set_defaults(handler=_run_demo)
 
@@ -220,7 +220,7 @@ def _add_log_dir_arguments(p) -> None:
 def _find_partition_dirs(log_dirs: Sequence[str], topic: str, partitions: Optional[Sequence[int]]):
     """{partition: (partition folder, its log dir)} of the live replicas of ``topic``; a missing log
     dir, topic or partition, or a replica in two log dirs, is a KafkalogError saying what to do."""
-    from kafkalog.log.logdir import LIVE, parse_partition_dir_name
+    from kafkalog.log.names import LIVE, parse_partition_dir_name
 
     found: dict = {}
     topics: set = set()
@@ -333,13 +333,13 @@ def _add_fetch(subparsers) -> None:
                     "as \\x escapes); --json prints one object per record. Control records (transaction "
                     "markers) are skipped, as a consumer skips them. CRCs are checked.")
     _add_log_dir_arguments(p)
-    p.add_argument("--partition", required=True, type=_non_negative_int, metavar="P", help="REQUIRED: the partition")
+    p.add_argument("--partition", required=True, type=non_negative_int, metavar="P", help="REQUIRED: the partition")
     start = p.add_mutually_exclusive_group(required=True)
-    start.add_argument("--offset", type=_non_negative_int, metavar="N", help="the first offset to print")
+    start.add_argument("--offset", type=non_negative_int, metavar="N", help="the first offset to print")
     start.add_argument("--time", type=_time_spec, metavar="TIME",
                        help="start at the offset kafkalog offsets --time TIME gives (-2 earliest, -1 latest, "
                             "epoch ms or ISO-8601)")
-    p.add_argument("--max-records", type=_non_negative_int, default=None, metavar="K",
+    p.add_argument("--max-records", type=non_negative_int, default=None, metavar="K",
                    help="print at most K records (default: to the end)")
     p.set_defaults(handler=_run_fetch)
 
@@ -350,7 +350,7 @@ def _text(data) -> str:
 
 def _record_json(topic: str, row: dict, timestamp: int) -> dict:
     """A fetched record as ``kafkalog dump --json`` writes records (same key/value fields)."""
-    from kafkalog.tools.dump import _b64 as b64, _utf8_or_none as utf8
+    from kafkalog.tools.dump import b64, utf8_or_none as utf8
 
     return {"topic": topic, "partition": row["partition"], "offset": row["offset"], "timestamp": timestamp,
             "timestampType": {0: "CreateTime", 1: "LogAppendTime"}.get(row["timestampType"], "NoTimestampType"),
@@ -455,7 +455,7 @@ _PARTITION_FILE = re.compile(r"[0-9]{20}\.(?:log|index|timeindex)|leader-epoch-c
 
 def check_log_dir(log_dir: str) -> None:
     """A UsageError unless ``log_dir`` is an existing folder that is not itself a partition folder."""
-    from kafkalog.log.logdir import parse_partition_dir_name
+    from kafkalog.log.names import parse_partition_dir_name
 
     hint = "pass the broker's log.dirs, the folders that hold <topic>-<partition> folders"
     if not os.path.exists(log_dir):

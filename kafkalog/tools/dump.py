@@ -117,19 +117,19 @@ from kafkalog.format import record_batch as rb
 from kafkalog.format.compression import CODEC_NAMES, DEFAULT_MAX_BATCH_BYTES
 from kafkalog.format.file_records import MappedFile
 from kafkalog.format.records_reference import decode_legacy_entry, iter_v2_batch, legacy_rows
+from kafkalog.format.record_batch import LOG_OVERHEAD
+from kafkalog.format.varint import INT32_MAX, INT64_MAX
+from kafkalog.index.offset_index import OFFSET_ENTRY_SIZE
+from kafkalog.index.time_index import TIME_ENTRY_SIZE
+from kafkalog.index.transaction_index import TXN_ENTRY_SIZE
+from kafkalog.log.names import offset_from_file_name
 
 STDOUT = "stdout"
 STDERR = "stderr"
 
-INT32_MAX = (1 << 31) - 1
-INT64_MAX = (1 << 63) - 1
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024       # --max-message-size default (DumpLogSegments)
 HEADER_SIZE_UP_TO_MAGIC = 17                     # FileLogInputStream: 17 bytes or fewer left ends the walk
-LOG_OVERHEAD = 12
 MIN_RECORD_SIZE = legacy.RECORD_OVERHEAD_V0      # 14: "smaller than minimum record overhead"
-OFFSET_ENTRY_SIZE = 8
-TIME_ENTRY_SIZE = 12
-TXN_ENTRY_SIZE = 34
 
 RECORD_SUFFIXES = (".log", ".bin", ".checkpoint")
 OTHER_SUFFIXES = (".index", ".timeindex", ".txnindex", ".snapshot")    # dumped by their own readers
@@ -250,11 +250,11 @@ def _json(obj: dict) -> str:
     return json.dumps(obj, separators=(",", ":"))
 
 
-def _b64(data: Optional[bytes]) -> Optional[str]:
+def b64(data: Optional[bytes]) -> Optional[str]:
     return None if data is None else base64.b64encode(data).decode("ascii")
 
 
-def _utf8_or_none(data: Optional[bytes]) -> Optional[str]:
+def utf8_or_none(data: Optional[bytes]) -> Optional[str]:
     if data is None:
         return None
     try:
@@ -285,7 +285,7 @@ def _name_offset(name: str) -> Optional[int]:
 
 def _base_offset_or_raise(path: str, suffix: str) -> int:
     name = os.path.basename(path)
-    value = _name_offset(name)
+    value = offset_from_file_name(name)
     if value is None:
         raise InvalidFileNameError(
             f"file name {name!r} does not start with a base offset, so the {suffix} entries cannot be placed",
@@ -762,7 +762,7 @@ class Dumper:
             try:
                 end = len(mv) if o.max_bytes is None else min(len(mv), o.max_bytes)
                 if header is None:
-                    start = _name_offset(name)
+                    start = offset_from_file_name(name)
                     if start is None:
                         start = self._first_base_offset(mv, end, path)
                     s.start_offset = start
@@ -885,9 +885,9 @@ class Dumper:
                    "isControl": b.is_control}
             obj.update(control_fields)
             if o.print_data_log:
-                obj.update({"key_b64": _b64(r.key), "value_b64": _b64(r.value), "key": _utf8_or_none(r.key),
-                            "value": _utf8_or_none(r.value),
-                            "headers": [{"key": k, "value_b64": _b64(v)} for k, v in r.headers]})
+                obj.update({"key_b64": b64(r.key), "value_b64": b64(r.value), "key": utf8_or_none(r.key),
+                            "value": utf8_or_none(r.value),
+                            "headers": [{"key": k, "value_b64": b64(v)} for k, v in r.headers]})
             if decoded is not None:
                 obj.update(record_json(decoded))
             return None, obj, problem
@@ -1148,7 +1148,7 @@ class Dumper:
         from kafkalog.log.producer_snapshot import parse_producer_snapshot
 
         data = Path(path).read_bytes()
-        offset = _name_offset(os.path.basename(path))
+        offset = offset_from_file_name(os.path.basename(path))
         s.base_offset = offset
         try:
             snapshot = parse_producer_snapshot(data, -1 if offset is None else offset, path=path)

@@ -156,9 +156,9 @@ def _log(directory, rows, fill: bytes):
 def test_tables_stay_intact_while_later_reads_reuse_freed_memory(tmp_path, monkeypatch):
     """Only Arrow's own objects hold the first table's buffers; reads of other bytes reuse the
     pool's idle slabs and must never be handed those."""
-    from kafkalog.format import decoder
+    from kafkalog.format import arrow_columns
     p = BufferPool()
-    monkeypatch.setattr(decoder, "OUTPUT_POOL", p)
+    monkeypatch.setattr(arrow_columns, "OUTPUT_POOL", p)
     rows = 60_000
     first = read_segment(_log(tmp_path / "a-0", rows, b"a"), engine="accel", threads=1)
     kept = first.column("value").slice(rows - 10)          # a slice pins its whole buffer
