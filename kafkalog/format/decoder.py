@@ -409,8 +409,11 @@ class BatchSlices:
         if codec == 0:
             self.src, self.start, self.end, self.compressed = buf, start, end, False
         else:
-            used = decompress_into(codec, memoryview(buf)[start:end], self._out, 0, magic=2,
-                                   max_bytes=min(max_batch_bytes, MAX_DECODE_BYTES))
+            try:
+                used = decompress_into(codec, memoryview(buf)[start:end], self._out, 0, magic=2,
+                                       max_bytes=min(max_batch_bytes, MAX_DECODE_BYTES))
+            except KafkalogError as e:
+                raise e.with_location(path=path, position=self.position)
             self.src, self.start, self.end, self.compressed = readonly(self._out.array[:used]), 0, used, True
         if self.count > (self.end - self.start) // MIN_RECORD_SIZE:
             raise InvalidRecordError(f"batch at offset {int(h1.baseOffset[0])} declares {self.count} records but its "

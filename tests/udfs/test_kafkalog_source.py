@@ -11,12 +11,13 @@ import pytest
 
 pytest.importorskip("pyspark")
 from chispa import assert_df_equality  # noqa: E402
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 
 import kafkalog  # noqa: E402
-from kafkalog import lookup
-from kafkalog.checkpoint.offset import read_offset_checkpoint, write_offset_checkpoint
-from kafkalog.log.names import LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
+from kafkalog.checkpoint.offset import read_offset_checkpoint, write_offset_checkpoint  # noqa: E402
+from kafkalog.log.names import LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT  # noqa: E402
+from kafkalog.lookup.partition_log import PartitionLog  # noqa: E402
 from kafkalog.format.schema import RECORD_SCHEMA  # noqa: E402
 from kafka_python_logs import (all_records, make_transactional_partition, standard_log_dir,  # noqa: E402
                                timestamps)
@@ -167,7 +168,7 @@ def test_starting_and_ending_timestamps_follow_list_offsets(spark, logs):
     ranges = {}
     for p in range(3):
         tp = ("orders", p)
-        with lookup.PartitionLog(log_dir / f"orders-{p}") as log:
+        with PartitionLog(log_dir / f"orders-{p}") as log:
             lo, hi = log.lookup(start_t), log.lookup(end_t)
         assert lo.offset == _first_offset_at_or_after(parts, tp, start_t)       # Kafka's rule = brute force here
         ranges[p] = (lo.offset, hi.offset if hi.found else parts[tp].log_end_offset)
@@ -371,7 +372,7 @@ def test_real_fixtures_equal_read_segment(spark, real_fixtures, tmp_path):
             segs = [kafkalog.read_segment(p) for p in sorted(folder.glob("*.log"))]
         except KafkalogError:
             continue        # a damaged fixture: test_real_fixtures covers how it is refused
-        with lookup.PartitionLog(folder) as log:
+        with PartitionLog(folder) as log:
             lso, leo = log.log_start_offset, log.log_end_offset
             hw_known = (folder.parent / REPLICATION_OFFSET_CHECKPOINT).exists() and \
                 (log.topic, log.partition) in read_offset_checkpoint(

@@ -15,8 +15,8 @@ pytest.importorskip("pyspark", reason="the Spark extra is not installed (pip ins
 
 from chispa import assert_df_equality  # noqa: E402
 
-from kafkalog.checkpoint.offset import read_offset_checkpoint
-from kafkalog.log.names import LOG_START_OFFSET_CHECKPOINT
+from kafkalog.checkpoint.offset import read_offset_checkpoint  # noqa: E402
+from kafkalog.log.names import LOG_START_OFFSET_CHECKPOINT  # noqa: E402
 from kafkalog.catalog import catalog_table, load_partition_path  # noqa: E402
 from kafkalog.retention.deletion import deletion_stamp_ns, run_tag  # noqa: E402
 from udfs import catalog_job, delta_tables, retention_job  # noqa: E402
