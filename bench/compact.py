@@ -45,10 +45,9 @@ import numpy as np
 
 from bench.gen import Batch, frame_batch
 from bench.readme import update_block
-from kafkalog.checkpoint import REPLICATION_OFFSET_CHECKPOINT, write_offset_checkpoint
-from kafkalog.format import compression as C
-from kafkalog.format import record_batch as rb
-from kafkalog.log.logdir import format_segment_file_name
+from kafkalog.checkpoint.offset import write_offset_checkpoint
+from kafkalog.log.names import REPLICATION_OFFSET_CHECKPOINT, format_segment_file_name
+from kafkalog.format import compression as C, record_batch as rb
 
 ROOT = Path("/tmp/kafkalog-bench")
 REPO = Path(__file__).resolve().parent.parent

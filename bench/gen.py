@@ -120,7 +120,7 @@ def frame_batch(b: Batch, codec: int) -> bytes:
                         rb.compute_attributes(codec=codec), b.count - 1, b.base_ts, b.max_ts,
                         rb.NO_PRODUCER_ID, rb.NO_PRODUCER_EPOCH, rb.NO_SEQUENCE, b.count)
     out[rb.RECORDS_OFFSET:] = payload
-    rb._CRC_FIELD.pack_into(out, rb.CRC_OFFSET, rb.compute_crc(out))
+    rb.CRC_FIELD.pack_into(out, rb.CRC_OFFSET, rb.compute_crc(out))
     return bytes(out)
 
 

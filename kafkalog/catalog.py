@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from kafkalog.errors import KafkalogError
 from kafkalog.log.local_log import LocalLog
-from kafkalog.log.logdir import parse_segment_file_name
+from kafkalog.log.names import parse_segment_file_name
 
 SEGMENT, LEFTOVER, ERROR = "segment", "leftover", "error"
 

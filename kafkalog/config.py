@@ -23,13 +23,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
-from kafkalog.checkpoint import parse_properties
+from kafkalog.properties import parse_properties
 from kafkalog.errors import ConfigError
+from kafkalog.format.varint import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
 
 PathLike = os.PathLike | str
-
-INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 COMPACT, DELETE = "compact", "delete"
 CREATE_TIME, LOG_APPEND_TIME = "CreateTime", "LogAppendTime"

@@ -11,13 +11,12 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 from kafka.record.memory_records import MemoryRecords
 
-from kafkalog.checkpoint import CLEANER_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT, write_offset_checkpoint
+from kafkalog.checkpoint.offset import write_offset_checkpoint
+from kafkalog.log.names import CLEANER_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT, format_segment_file_name
 from kafkalog.cleaner import clean_partition
 from kafkalog.config import LogConfig, configs_from_mappings
-from kafkalog.format import control_record as cr
-from kafkalog.format import record_batch as rb
+from kafkalog.format import control_record as cr, record_batch as rb
 from kafkalog.index import build_indexes
-from kafkalog.log.logdir import format_segment_file_name
 
 T0 = 1_700_000_000_000
 DAY = 86_400_000

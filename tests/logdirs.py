@@ -7,9 +7,9 @@ from typing import Optional, Sequence
 
 import pyarrow as pa
 
-from kafkalog import checkpoint
+from kafkalog.checkpoint.offset import write_offset_checkpoint
+from kafkalog.log.names import LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT, format_segment_file_name
 from kafkalog.format.schema import HEADERS_TYPE, TIMESTAMP_TYPE
-from kafkalog.log.logdir import format_segment_file_name
 from kafkalog.log.records_io import write_segment
 
 
@@ -44,9 +44,9 @@ def make_partition(log_dir: Path, topic: str, partition: int, segments: Sequence
 
 def write_checkpoints(log_dir: Path, *, high_watermarks=None, log_start_offsets=None) -> None:
     if high_watermarks is not None:
-        checkpoint.write_offset_checkpoint(log_dir / checkpoint.REPLICATION_OFFSET_CHECKPOINT, high_watermarks)
+        write_offset_checkpoint(log_dir / REPLICATION_OFFSET_CHECKPOINT, high_watermarks)
     if log_start_offsets is not None:
-        checkpoint.write_offset_checkpoint(log_dir / checkpoint.LOG_START_OFFSET_CHECKPOINT, log_start_offsets)
+        write_offset_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT, log_start_offsets)
 
 
 def snapshot(folder: Path) -> dict[str, tuple[int, bytes]]:

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from kafkalog.config import (INT64_MAX, LogConfig, configs_from_mappings, load_configs, parse_topic_config_arg)
+from kafkalog.config import LogConfig, configs_from_mappings, load_configs, parse_topic_config_arg
+from kafkalog.format.varint import INT64_MAX
 from kafkalog.errors import ConfigError
 
 

@@ -24,10 +24,12 @@ import pytest
 from kafkalog import checkpoint
 from kafkalog.log.local_log import read_log_dir_checkpoints
 from kafkalog.config import configs_from_mappings
-from kafkalog.log.logdir import is_locked, lock_holder
+from kafkalog.log.lock import is_locked, lock_holder
 from kafkalog.index.reindex import reindex_partition
 from kafkalog.retention.run import finish_log_dir, retain_partition
 from kafkalog.log.records_io import read_segment
+from kafkalog.checkpoint.offset import read_offset_checkpoint, write_offset_checkpoint
+from kafkalog.log.names import LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
 
 from logdirs import make_partition, snapshot, write_checkpoints
 
@@ -120,7 +122,7 @@ def test_retention_on_a_full_disk(spark, tmp_path, can_mount):
 
     with small_fs(tmp_path / "fs", "512k") as fs:
         d = retention_log_dir(fs)
-        before = (d / checkpoint.LOG_START_OFFSET_CHECKPOINT).read_bytes()
+        before = (d / LOG_START_OFFSET_CHECKPOINT).read_bytes()
         fill(fs)
         report = tmp_path / "report.json"
         args = RETENTION_ARGS[:-2]          # .deleted files kept (the default delay): removing them would free space
@@ -130,7 +132,7 @@ def test_retention_on_a_full_disk(spark, tmp_path, can_mount):
         assert r["summary"]["statuses"] == {"applied": 2} and r["summary"]["segments_deleted"] == 6
         refused = r["summary"]["log_dirs_refused"]
         assert len(refused) == 1 and "No space left on device" in refused[0]["message"]
-        assert (d / checkpoint.LOG_START_OFFSET_CHECKPOINT).read_bytes() == before
+        assert (d / LOG_START_OFFSET_CHECKPOINT).read_bytes() == before
         assert temp_files(d) == []
         for p in range(2):
             assert read_segment(d / f"t-{p}" / "00000000000000000009.log").num_rows == 3
@@ -319,8 +321,8 @@ def compacted_log_dir(root: Path, partitions: int = 2) -> Path:
     high_watermarks = {}
     for p in range(partitions):             # each call writes its own replication-offset-checkpoint
         write_partition(d, crash_log(), partition=p)
-        high_watermarks.update(checkpoint.read_offset_checkpoint(d / checkpoint.REPLICATION_OFFSET_CHECKPOINT))
-    checkpoint.write_offset_checkpoint(d / checkpoint.REPLICATION_OFFSET_CHECKPOINT, high_watermarks)
+        high_watermarks.update(read_offset_checkpoint(d / REPLICATION_OFFSET_CHECKPOINT))
+    write_offset_checkpoint(d / REPLICATION_OFFSET_CHECKPOINT, high_watermarks)
     return d
 
 
@@ -435,7 +437,7 @@ def big_compacted_log_dir(root: Path) -> Path:
             "timestamp": pa.array([NOW] * per, pa.timestamp("ms", tz="UTC")),
             "key": pa.array([b"key-%d" % ((first + i) % 50_000) for i in range(per)], pa.binary()),
             "value": pa.array([b"v" * 100] * per, pa.binary())}), batch_bytes=16384)
-    checkpoint.write_offset_checkpoint(d / checkpoint.REPLICATION_OFFSET_CHECKPOINT, {("big", 0): segments * per})
+    write_offset_checkpoint(d / REPLICATION_OFFSET_CHECKPOINT, {("big", 0): segments * per})
     return d
 
 

@@ -31,11 +31,11 @@ import pyarrow as pa
 
 from kafkalog.cleaner.partition_run import CLEANED, ERROR, ROW_FIELDS, WOULD_CLEAN, run_partition
 from kafkalog.log.durable import fenced
-from kafkalog.log.logdir import held_fences
+from kafkalog.log.lock import held_fences
 
 from udfs import delta_tables
-from udfs.job import (EXIT_OK, EXIT_PARTIAL, add_config_arguments, add_html_argument, base_parser, locked_log_dirs,
-                      parse_time_ms, progress, start_job, table_path, UsageError, write_html, write_report)
+from udfs.job import EXIT_OK, EXIT_PARTIAL, add_config_arguments, add_html_argument, base_parser, locked_log_dirs, parse_time_ms, progress, start_job, table_path, write_html, write_report
+from kafkalog.errors import UsageError
 from udfs.partitions import partition_folders_of, topics_option
 from udfs.session import build_session
 

@@ -22,7 +22,8 @@ from typing import Callable, NamedTuple, Optional, Sequence
 from kafkalog.log.durable import AS_CREATED, ownership_problem, replace_file
 from kafkalog.config import KafkaConfigs, load_configs
 from kafkalog.errors import ConfigError, KafkalogError, LogDirLockedError, UsageError
-from kafkalog.log.logdir import describe_lock_holder, is_locked, lock_log_dir
+from kafkalog.log.lock import is_locked
+from kafkalog.log.lock import describe_lock_holder, lock_log_dir
 from kafkalog.lookup.time_spec import parse_epoch_ms
 from kafkalog.tools.arguments import check_log_dir
 

@@ -15,7 +15,8 @@ from kafkalog.coordinator import lag
 from kafkalog.coordinator.log_dirs import (CONSUMER_OFFSETS_TOPIC, coordinator_rows, leading_replicas,
                                            live_partitions, merge_end, partition_end)
 from kafkalog.errors import KafkalogError, UsageError
-from kafkalog.log.logdir import LIVE, parse_partition_dir_name, scan_partition_dir
+from kafkalog.log.logdir import scan_partition_dir
+from kafkalog.log.names import LIVE, parse_partition_dir_name
 
 from udfs import delta_tables
 from udfs.job import (EXIT_OK, EXIT_PARTIAL, add_config_arguments, base_parser, parse_time_ms, progress, start_job,

@@ -22,12 +22,12 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from kafkalog.errors import KafkalogError
-from kafkalog.log.logdir import LIVE, parse_partition_dir_name
+from kafkalog.log.names import LIVE, parse_partition_dir_name
 from kafkalog.lookup.bulk import FAILED_WHYS, RESULT_SCHEMA, answer_queries, live_partition_folders
 
 from udfs import delta_tables
-from udfs.job import (EXIT_OK, EXIT_PARTIAL, UsageError, base_parser, progress, report_path, resolve_log_dirs,
-                      table_path, write_report)
+from udfs.job import EXIT_OK, EXIT_PARTIAL, base_parser, progress, report_path, resolve_log_dirs, table_path, write_report
+from kafkalog.errors import UsageError
 from udfs.partitions import list_partition_folders, spark_arrow_schema
 from udfs.session import build_session
 

@@ -14,7 +14,9 @@ from kafkalog.catalog import catalog_rows, error_rows
 from kafkalog.log.local_log import load_partition, read_log_dir_checkpoints
 from kafkalog.log.durable import fenced
 from kafkalog.errors import KafkalogError, UsageError
-from kafkalog.log.logdir import REMOTE_INDEX_CACHE_DIR, held_fences, parse_partition_dir_name, scan_partition_dir
+from kafkalog.log.lock import held_fences
+from kafkalog.log.logdir import scan_partition_dir
+from kafkalog.log.names import REMOTE_INDEX_CACHE_DIR, parse_partition_dir_name
 
 FOLDER_SCHEMA = pa.schema([pa.field("log_dir", pa.string()), pa.field("partition_dir", pa.string())])
 

@@ -20,12 +20,12 @@ from typing import Optional, Sequence
 import pyarrow as pa
 
 from kafkalog.errors import KafkalogError
-from kafkalog.log.logdir import parse_partition_dir_name
+from kafkalog.log.names import parse_partition_dir_name
 from kafkalog.index.reindex import ERROR, REINDEX_SCHEMA, partition_error_row, reindex_partition
 
 from udfs import delta_tables
-from udfs.job import (EXIT_OK, EXIT_PARTIAL, add_config_arguments, base_parser, locked_log_dirs, progress, start_job,
-                      table_path, UsageError, write_report)
+from udfs.job import EXIT_OK, EXIT_PARTIAL, add_config_arguments, base_parser, locked_log_dirs, progress, start_job, table_path, write_report
+from kafkalog.errors import UsageError
 from udfs.partitions import folders_frame, list_partition_folders, map_folders
 from udfs.progress import count_folders
 from udfs.session import build_session

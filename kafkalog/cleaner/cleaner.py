@@ -52,7 +52,7 @@ from typing import Collection, Dict, Iterable, List, Optional, Sequence, Tuple, 
 
 import numpy as np
 
-from kafkalog.checkpoint import CLEANER_OFFSET_CHECKPOINT
+from kafkalog.log.names import CLEANER_OFFSET_CHECKPOINT
 from kafkalog.cleaner import fast_filter
 from kafkalog.cleaner import key_map as km
 from kafkalog.cleaner.key_walk import KeyVerdicts, build_key_verdicts
@@ -70,8 +70,10 @@ from kafkalog.format.record_batch import crc32c_update
 from kafkalog.index.builder import IndexAppender
 from kafkalog.log import durable
 from kafkalog.log.local_log import collect_aborted_transactions
-from kafkalog.log.logdir import (CLEANED_SUFFIX, describe_lock_holder, format_segment_file_name, is_locked, lock_log_dir,
-                                 parse_partition_dir_name)
+from kafkalog.log.lock import is_locked
+from kafkalog.log.names import parse_partition_dir_name
+from kafkalog.log.lock import describe_lock_holder, lock_log_dir
+from kafkalog.log.names import CLEANED_SUFFIX, format_segment_file_name
 from kafkalog.log.segment import SegmentHandle
 from kafkalog.topic_partition import TopicPartition
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 from typing import List, Sequence
 
 from kafkalog.log.segment import LogSegment
+from kafkalog.format.varint import INT32_MAX
 
-INT32_MAX = 2**31 - 1
 
 
 def group_segments_by_size(segments: Sequence[LogSegment], *, max_size: int, max_index_size: int,

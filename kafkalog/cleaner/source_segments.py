@@ -27,8 +27,8 @@ from kafkalog.format.records_reference import RecordRow
 from kafkalog.index.offset_index import read_offset_index
 from kafkalog.index.transaction_index import TransactionIndex, read_transaction_index
 from kafkalog.log.logdir import SegmentFiles, scan_partition_dir
-from kafkalog.log.segment import (FROM_BATCHES, FROM_TIMEINDEX, NO_TIMESTAMP, LogSegment, SegmentHandle,
-                                  active_max_timestamp, index_file_bytes, largest_timestamp_of, rolled_max_timestamp)
+from kafkalog.log.segment import FROM_BATCHES, FROM_TIMEINDEX, LogSegment, SegmentHandle, active_max_timestamp, index_file_bytes, largest_timestamp_of, rolled_max_timestamp
+from kafkalog.format.record_batch import NO_TIMESTAMP
 from kafkalog.topic_partition import UNKNOWN_PARTITION
 
 READ_WINDOW_BATCHES = 512          # batches decoded per call of the record decoder

@@ -10,13 +10,16 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, List, Optional
 
-from kafkalog.checkpoint import CLEANER_OFFSET_CHECKPOINT, fsync_dir, read_offset_checkpoint, write_offset_checkpoint
+from kafkalog.checkpoint.offset import read_offset_checkpoint, write_offset_checkpoint
+from kafkalog.log.durable import fsync_dir
+from kafkalog.log.names import CLEANER_OFFSET_CHECKPOINT
 from kafkalog.errors import KafkalogError
 from kafkalog.format.file_records import scan_batches
 from kafkalog.format.record_batch import crc32c_update
 from kafkalog.index.transaction_index import TransactionIndex
 from kafkalog.log import durable
-from kafkalog.log.logdir import CLEANED_SUFFIX, DELETED_SUFFIX, SNAPSHOT_SUFFIX, SWAP_SUFFIX, format_segment_file_name
+from kafkalog.log.names import SNAPSHOT_SUFFIX
+from kafkalog.log.names import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, format_segment_file_name
 from kafkalog.topic_partition import TopicPartition
 
 if TYPE_CHECKING:

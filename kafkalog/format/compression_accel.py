@@ -20,7 +20,7 @@ from numba.extending import intrinsic
 from kafkalog.format.compression import (KAFKA_LZ4_HEADER, LZ4, LZ4_BLOCK_SIZES, LZ4_BLOCK_UNCOMPRESSED, NONE, SNAPPY,
                                          XERIAL_HEADER_SIZE, XERIAL_MAGIC, XERIAL_MAGIC_AS_LENGTH, ZSTD)
 from kafkalog.format.native import ZSTD_RESET_SESSION_ONLY, lz4_decompress_safe, zstd_dctx_reset, zstd_decompress_stream, zstd_is_error
-from kafkalog.format.records_accel import _be32, copy_bytes
+from kafkalog.format.records_accel import be32 as _be32, copy_bytes
 
 _CACHE = os.path.isfile(__file__)
 

@@ -118,12 +118,12 @@ def _scan_python(buf, start: int, end: int, window: int, out: HeaderArrays):
             return n, OK_END, pos
         if pos - start >= window or n == cap:
             return n, OK_WINDOW, pos
-        if end - pos < legacy.LOG_OVERHEAD:
+        if end - pos < rb.LOG_OVERHEAD:
             return n, ERR_TRUNCATED, pos
         offset, size = struct.unpack_from(">qi", buf, pos)
         if size < MIN_ENTRY_SIZE:
             return n, ERR_SIZE_SMALL, pos
-        if pos + legacy.LOG_OVERHEAD + size > end:
+        if pos + rb.LOG_OVERHEAD + size > end:
             return n, ERR_TRUNCATED, pos
         magic = buf[pos + rb.MAGIC_OFFSET]
         if magic == 2:
@@ -146,7 +146,7 @@ def _scan_python(buf, start: int, end: int, window: int, out: HeaderArrays):
         elif magic in (0, 1):
             if size < legacy.overhead(magic):
                 return n, ERR_LEGACY_SMALL, pos
-            m = pos + legacy.LOG_OVERHEAD
+            m = pos + rb.LOG_OVERHEAD
             attributes = buf[m + legacy.ATTRIBUTES_OFFSET]
             out.baseOffset[n] = offset
             out.lastOffset[n] = offset
@@ -163,13 +163,15 @@ def _scan_python(buf, start: int, end: int, window: int, out: HeaderArrays):
         else:
             return n, ERR_MAGIC, pos
         out.position[n] = pos
-        out.size[n] = size + legacy.LOG_OVERHEAD
+        out.size[n] = size + rb.LOG_OVERHEAD
         out.magic[n] = magic
         n += 1
-        pos += legacy.LOG_OVERHEAD + size
+        pos += rb.LOG_OVERHEAD + size
 
 
-def _scan(buf, start: int, end: int, window: int, out: HeaderArrays, engine: str):
+def scan_window(buf, start: int, end: int, window: int, out: HeaderArrays, engine: str):
+    """Walk at most ``window`` batch headers of ``buf[start:end]`` into ``out`` with ``engine``
+    ("python" or the compiled kernel): ``(headers read, status, position where the walk stopped)``."""
     if engine == "python":
         return _scan_python(buf, start, end, window, out)
     from kafkalog.format import records_accel
@@ -193,7 +195,7 @@ def resolve_engine(engine: str) -> str:
 def walk_error(status: int, buf, pos: int, end: int, path) -> KafkalogError:
     """The exception for a walk status, naming the file and byte position."""
     if status == ERR_TRUNCATED:
-        if end - pos < legacy.LOG_OVERHEAD:
+        if end - pos < rb.LOG_OVERHEAD:
             return TruncatedBatchError(f"{end - pos} trailing bytes do not hold a batch header", path=path,
                                        position=pos)
         size = struct.unpack_from(">i", buf, pos + 8)[0]
@@ -235,7 +237,7 @@ def check_crcs(buf, h: HeaderArrays, n: int) -> np.ndarray:
         if magic[i] == 2:
             valid[i] = rb.crc32c(mv[p + rb.ATTRIBUTES_OFFSET:e]) == crc[i]
         else:
-            valid[i] = (zlib.crc32(mv[p + legacy.LOG_OVERHEAD + legacy.MAGIC_OFFSET:e]) & 0xFFFFFFFF) == crc[i]
+            valid[i] = (zlib.crc32(mv[p + rb.LOG_OVERHEAD + legacy.MAGIC_OFFSET:e]) & 0xFFFFFFFF) == crc[i]
     return valid
 
 
@@ -247,7 +249,7 @@ def crc_error(buf, h: HeaderArrays, i: int, path) -> CrcMismatchError:
         actual = rb.crc32c(mv[p + rb.ATTRIBUTES_OFFSET:e])
         kind = "CRC-32C"
     else:
-        actual = zlib.crc32(mv[p + legacy.LOG_OVERHEAD + legacy.MAGIC_OFFSET:e]) & 0xFFFFFFFF
+        actual = zlib.crc32(mv[p + rb.LOG_OVERHEAD + legacy.MAGIC_OFFSET:e]) & 0xFFFFFFFF
         kind = "CRC-32"
     return CrcMismatchError(f"batch at offset {int(h.baseOffset[i])}: stored {kind} {int(h.crc[i])}, computed {actual}",
                             path=path, position=p)
@@ -292,7 +294,7 @@ def scan_buffer(buf, *, path=None, start: int = 0, end: Optional[int] = None, ve
     pos = start
     while True:
         out = HeaderArrays.empty(min(cap, (walk_end - pos) // MIN_ENTRY_SIZE + 1))
-        n, status, pos = _scan(buf, pos, walk_end, 1 << 62, out, engine)
+        n, status, pos = scan_window(buf, pos, walk_end, 1 << 62, out, engine)
         parts.append(out.head(n))
         if status != OK_WINDOW:
             break
@@ -337,19 +339,19 @@ def recovery_valid_bytes(buf, *, path=None) -> tuple[int, Optional[KafkalogError
         if scan.error is None:
             return pos, first_error
         first_error = first_error or scan.error
-        if pos + legacy.LOG_OVERHEAD > n:
+        if pos + rb.LOG_OVERHEAD > n:
             return pos, first_error
         size = struct.unpack_from(">i", buf, pos + 8)[0]
-        end = pos + legacy.LOG_OVERHEAD + size
+        end = pos + rb.LOG_OVERHEAD + size
         if size < MIN_ENTRY_SIZE or end > n:
             return pos, first_error
         magic = struct.unpack_from(">b", buf, pos + rb.MAGIC_OFFSET)[0]
         if magic >= 2:
-            ok = size + legacy.LOG_OVERHEAD >= rb.RECORD_BATCH_OVERHEAD and \
+            ok = size + rb.LOG_OVERHEAD >= rb.RECORD_BATCH_OVERHEAD and \
                 rb.compute_crc(buf[pos:end]) == struct.unpack_from(">I", buf, pos + rb.CRC_OFFSET)[0]
         else:
-            ok = (zlib.crc32(bytes(buf[pos + legacy.LOG_OVERHEAD + 4:end])) & 0xFFFFFFFF) == \
-                struct.unpack_from(">I", buf, pos + legacy.LOG_OVERHEAD)[0]
+            ok = (zlib.crc32(bytes(buf[pos + rb.LOG_OVERHEAD + 4:end])) & 0xFFFFFFFF) == \
+                struct.unpack_from(">I", buf, pos + rb.LOG_OVERHEAD)[0]
         if not ok:
             return pos, first_error
         pos = end

@@ -23,11 +23,11 @@ from typing import List, Optional, Sequence, Tuple
 
 from kafkalog.errors import CrcMismatchError, InvalidRecordError
 from kafkalog.format.compression import DEFAULT_MAX_BATCH_BYTES, NONE, compress, decompress
+from kafkalog.format.record_batch import LOG_OVERHEAD
 from kafkalog.format.varint import wrap_int64
 
 OFFSET_OFFSET = 0
 SIZE_OFFSET = 8
-LOG_OVERHEAD = 12
 # positions inside the message (after the 12-byte log overhead)
 CRC_OFFSET = 0
 MAGIC_OFFSET = 4

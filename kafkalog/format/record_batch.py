@@ -31,7 +31,7 @@ from typing import Iterable, Optional, Sequence
 
 import crc32c as _crc32c
 
-from kafkalog.format.varint import write_varint, write_varlong
+from kafkalog.format.varint import INT32_MAX, write_varint, write_varlong
 
 BASE_OFFSET_OFFSET = 0
 LENGTH_OFFSET = 8
@@ -73,8 +73,7 @@ TIMESTAMP_TYPE_NAMES = {NO_TIMESTAMP_TYPE: "NoTimestampType", CREATE_TIME: "Crea
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
 assert HEADER.size == RECORD_BATCH_OVERHEAD
-_CRC_FIELD = struct.Struct(">I")
-_INT32_MAX = (1 << 31) - 1
+CRC_FIELD = struct.Struct(">I")
 
 
 def crc32c(data) -> int:
@@ -156,8 +155,8 @@ def increment_sequence(sequence: int, increment: int) -> int:
     """DefaultRecordBatch.incrementSequence, wrapping at Integer.MAX_VALUE; −1 stays −1."""
     if sequence == NO_SEQUENCE:
         return NO_SEQUENCE
-    if sequence > _INT32_MAX - increment:
-        return increment - (_INT32_MAX - sequence) - 1
+    if sequence > INT32_MAX - increment:
+        return increment - (INT32_MAX - sequence) - 1
     return sequence + increment
 
 
@@ -265,5 +264,5 @@ def encode_batch(records: Sequence[V2Record], *, base_offset: Optional[int] = No
                      attributes, last_offset_delta, base_timestamp, max_timestamp, producer_id, producer_epoch,
                      base_sequence, len(records))
     out[RECORDS_OFFSET:] = payload
-    _CRC_FIELD.pack_into(out, CRC_OFFSET, compute_crc(out))
+    CRC_FIELD.pack_into(out, CRC_OFFSET, compute_crc(out))
     return bytes(out)

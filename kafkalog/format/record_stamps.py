@@ -26,7 +26,7 @@ from numba import njit
 
 from kafkalog.format import record_batch as rb
 from kafkalog.format.compression import decompress
-from kafkalog.format.records_accel import _varint, _varlong
+from kafkalog.format.records_accel import read_varint, read_varlong
 
 _CACHE = os.path.isfile(__file__)
 
@@ -36,7 +36,7 @@ def _skip_nullable(src, q, rend):
     """Past a varint length and that many bytes (a negative length is null); -1 when malformed."""
     if q < 0:
         return q
-    n, q = _varint(src, q, rend)
+    n, q = read_varint(src, q, rend)
     if q < 0 or (n > 0 and q + n > rend):
         return -1
     return q + n if n > 0 else q
@@ -49,25 +49,25 @@ def stamps_kernel(src, start, end, count, base_offset, base_ts, out_offsets, out
     for i in range(count):
         if p >= end:
             return 1
-        length, q = _varint(src, p, end)
+        length, q = read_varint(src, p, end)
         if q < 0 or length <= 0 or q + length > end:
             return 1
         rend = q + length
         q += 1
-        tsd, q = _varlong(src, q, rend)
+        tsd, q = read_varlong(src, q, rend)
         if q < 0:
             return 1
-        od, q = _varint(src, q, rend)
+        od, q = read_varint(src, q, rend)
         if q < 0:
             return 1
         q = _skip_nullable(src, _skip_nullable(src, q, rend), rend)     # key, value
         if q < 0:
             return 1
-        nh, q = _varint(src, q, rend)
+        nh, q = read_varint(src, q, rend)
         if q < 0 or nh < 0 or nh > rend - q:
             return 1
         for _h in range(nh):
-            n, q = _varint(src, q, rend)
+            n, q = read_varint(src, q, rend)
             if q < 0 or n < 0 or q + n > rend:
                 return 1
             q = _skip_nullable(src, q + n, rend)       # header value

@@ -58,15 +58,15 @@ def copy_bytes(typingctx, dst, dst_offset, src, src_offset, count):
 
 
 @njit(cache=_CACHE, inline="always")
-def _be32(buf, p):
+def be32(buf, p):
     return np.int32((np.uint32(buf[p]) << 24) | (np.uint32(buf[p + 1]) << 16) | (np.uint32(buf[p + 2]) << 8)
                     | np.uint32(buf[p + 3]))
 
 
 @njit(cache=_CACHE, inline="always")
-def _be64(buf, p):
-    hi = np.uint64(np.uint32(_be32(buf, p)))
-    lo = np.uint64(np.uint32(_be32(buf, p + 4)))
+def be64(buf, p):
+    hi = np.uint64(np.uint32(be32(buf, p)))
+    lo = np.uint64(np.uint32(be32(buf, p + 4)))
     return np.int64((hi << np.uint64(32)) | lo)
 
 
@@ -85,8 +85,8 @@ def scan_kernel(buf, start, end, window, position, size, base_offset, last_offse
             return n, _OK_WINDOW, pos
         if end - pos < 12:
             return n, _ERR_TRUNCATED, pos
-        off = _be64(buf, pos)
-        sz = _be32(buf, pos + 8)
+        off = be64(buf, pos)
+        sz = be32(buf, pos + 8)
         if sz < 14:
             return n, _ERR_SIZE_SMALL, pos
         if pos + 12 + np.int64(sz) > end:
@@ -95,19 +95,19 @@ def scan_kernel(buf, start, end, window, position, size, base_offset, last_offse
         if mg == 2:
             if sz + 12 < 61:
                 return n, _ERR_V2_SMALL, pos
-            cnt = _be32(buf, pos + 57)
+            cnt = be32(buf, pos + 57)
             if cnt < 0:
                 return n, _ERR_COUNT, pos
             base_offset[n] = off
-            leader_epoch[n] = _be32(buf, pos + 12)
-            crc[n] = np.uint32(_be32(buf, pos + 17))
+            leader_epoch[n] = be32(buf, pos + 12)
+            crc[n] = np.uint32(be32(buf, pos + 17))
             attributes[n] = np.int16(buf[pos + 22])
-            last_offset[n] = off + _be32(buf, pos + 23)
-            base_timestamp[n] = _be64(buf, pos + 27)
-            max_timestamp[n] = _be64(buf, pos + 35)
-            producer_id[n] = _be64(buf, pos + 43)
+            last_offset[n] = off + be32(buf, pos + 23)
+            base_timestamp[n] = be64(buf, pos + 27)
+            max_timestamp[n] = be64(buf, pos + 35)
+            producer_id[n] = be64(buf, pos + 43)
             producer_epoch[n] = np.int16((np.uint16(buf[pos + 51]) << 8) | np.uint16(buf[pos + 52]))
-            base_sequence[n] = _be32(buf, pos + 53)
+            base_sequence[n] = be32(buf, pos + 53)
             records_count[n] = cnt
         elif mg == 0 or mg == 1:
             if (mg == 0 and sz < 14) or (mg == 1 and sz < 22):
@@ -117,9 +117,9 @@ def scan_kernel(buf, start, end, window, position, size, base_offset, last_offse
             base_offset[n] = off
             last_offset[n] = off
             leader_epoch[n] = -1
-            crc[n] = np.uint32(_be32(buf, m))
+            crc[n] = np.uint32(be32(buf, m))
             attributes[n] = at
-            ts = _be64(buf, m + 6) if mg == 1 else np.int64(-1)
+            ts = be64(buf, m + 6) if mg == 1 else np.int64(-1)
             base_timestamp[n] = ts
             max_timestamp[n] = ts
             producer_id[n] = -1
@@ -176,20 +176,15 @@ def _zigzag(buf, p, end, max_bytes, mask):
 
 
 @njit(cache=_CACHE, inline="always")
-def _varint(buf, p, end):
+def read_varint(buf, p, end):
     """ByteUtils.readVarint: at most 5 bytes, 32 bits."""
     return _zigzag(buf, p, end, 5, np.uint64(0xFFFFFFFF))
 
 
 @njit(cache=_CACHE, inline="always")
-def _varlong(buf, p, end):
+def read_varlong(buf, p, end):
     """ByteUtils.readVarlong: at most 10 bytes, 64 bits."""
     return _zigzag(buf, p, end, 10, np.uint64(0xFFFFFFFFFFFFFFFF))
-
-
-# Public names of the varint readers for other kernels (the cleaner's key walk) to inline.
-read_varint = _varint
-read_varlong = _varlong
 
 
 @njit(cache=_CACHE, nogil=True)
@@ -226,7 +221,7 @@ def decode_v2_kernel(buf, dbuf, b_src, b_start, b_end, b_count, b_base_offset, b
             if p >= end:
                 return REC_SHORT, b, p, i, nh
             rec_start = p
-            length, p = _varint(src, p, end)
+            length, p = read_varint(src, p, end)
             if p < 0:
                 return REC_VARINT, b, rec_start, i, nh
             if length < 0 or p + length > end:
@@ -235,15 +230,15 @@ def decode_v2_kernel(buf, dbuf, b_src, b_start, b_end, b_count, b_base_offset, b
             if p >= rend:
                 return REC_SIZE, b, rec_start, i, nh
             p += 1                                       # record attributes (unused)
-            tsd, p = _varlong(src, p, rend)
+            tsd, p = read_varlong(src, p, rend)
             if p < 0:
                 return REC_VARINT, b, rec_start, i, nh
-            od, p = _varint(src, p, rend)
+            od, p = read_varint(src, p, rend)
             if p < 0:
                 return REC_VARINT, b, rec_start, i, nh
             # Key and value are written out rather than shared through an inlined helper: the
             # helper measured ~10% slower (returning four values per field), A/B in one run.
-            klen, p = _varint(src, p, rend)
+            klen, p = read_varint(src, p, rend)
             if p < 0:
                 return REC_VARINT, b, rec_start, i, nh
             if klen >= 0:
@@ -259,7 +254,7 @@ def decode_v2_kernel(buf, dbuf, b_src, b_start, b_end, b_count, b_base_offset, b
                 key_valid[i] = 0
                 key_nulls += 1
             key_off[i + 1] = kd
-            vlen, p = _varint(src, p, rend)
+            vlen, p = read_varint(src, p, rend)
             if p < 0:
                 return REC_VARINT, b, rec_start, i, nh
             if vlen >= 0:
@@ -275,7 +270,7 @@ def decode_v2_kernel(buf, dbuf, b_src, b_start, b_end, b_count, b_base_offset, b
                 val_valid[i] = 0
                 val_nulls += 1
             val_off[i + 1] = vd
-            hc, p = _varint(src, p, rend)
+            hc, p = read_varint(src, p, rend)
             if p < 0:
                 return REC_VARINT, b, rec_start, i, nh
             if hc < 0 or hc > rend - p:
@@ -283,13 +278,13 @@ def decode_v2_kernel(buf, dbuf, b_src, b_start, b_end, b_count, b_base_offset, b
             hdr_count[i] = hc
             hdr_pos[i] = p
             for _h in range(hc):
-                hkl, p = _varint(src, p, rend)
+                hkl, p = read_varint(src, p, rend)
                 if p < 0:
                     return REC_VARINT, b, rec_start, i, nh
                 if hkl < 0 or p + hkl > rend:
                     return REC_HEADER_KEY, b, rec_start, i, nh
                 p += hkl
-                hvl, p = _varint(src, p, rend)
+                hvl, p = read_varint(src, p, rend)
                 if p < 0:
                     return REC_VARINT, b, rec_start, i, nh
                 if p + max(hvl, 0) > rend:             # a negative header value length is null
@@ -327,7 +322,7 @@ def record_bounds_kernel(src, start, end, count, step, bounds):
         if p >= end:
             return REC_SHORT, p, k
         rec_start = p
-        length, p = _varint(src, p, end)
+        length, p = read_varint(src, p, end)
         if p < 0:
             return REC_VARINT, rec_start, k
         if length < 0 or p + length > end:
@@ -375,12 +370,12 @@ def headers_kernel(buf, dbuf, rec_src, hdr_count, hdr_pos, list_off, hk_off, hk_
         src = buf if rec_src[i] == 0 else dbuf
         p = hdr_pos[i]
         for _ in range(hdr_count[i]):
-            hkl, p = _varint(src, p, src.shape[0])
+            hkl, p = read_varint(src, p, src.shape[0])
             copy_bytes(hk_data, kd, src, p, hkl)
             kd += hkl
             p += hkl
             hk_off[h + 1] = kd
-            hvl, p = _varint(src, p, src.shape[0])
+            hvl, p = read_varint(src, p, src.shape[0])
             if hvl >= 0:
                 copy_bytes(hv_data, vd, src, p, hvl)
                 vd += hvl

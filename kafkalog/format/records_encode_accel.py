@@ -228,7 +228,7 @@ def rewrite_batch(src: np.ndarray, start: int, end: int, count: int, keep: np.nd
                         partition_leader_epoch, rb.MAGIC_VALUE_V2, 0, attributes, last_offset_delta, base_ts, max_ts,
                         producer_id, producer_epoch, base_sequence, nk)
     crc = rb.crc32c_update(payload, rb.crc32c(memoryview(header)[rb.ATTRIBUTES_OFFSET:]))
-    rb._CRC_FIELD.pack_into(header, rb.CRC_OFFSET, crc)
+    rb.CRC_FIELD.pack_into(header, rb.CRC_OFFSET, crc)
     return bytes(header) + bytes(payload)
 
 

@@ -167,7 +167,7 @@ def decode_legacy_entry(buf, position: int, *, path=None, verify_crc: bool,
     offset = int.from_bytes(buf[position:position + 8], "big", signed=True)
     size = int.from_bytes(buf[position + 8:position + 12], "big", signed=True)
     try:   # positions raised here are file positions (the buffer is the file)
-        msg = legacy.parse_message(buf, position + legacy.LOG_OVERHEAD, size, offset)
+        msg = legacy.parse_message(buf, position + rb.LOG_OVERHEAD, size, offset)
         check_codec(msg.codec, msg.magic)
         if verify_crc and not msg.crc_valid:
             raise CrcMismatchError(f"legacy message at offset {offset}: stored CRC-32 {msg.crc} does not match")

@@ -67,9 +67,3 @@ def write_varlong(value: int, out: bytearray) -> None:
     if not INT64_MIN <= value <= INT64_MAX:
         raise ValueError(f"{value} does not fit a varlong (int64)")
     _write_unsigned(((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF, out)
-
-
-def size_of_varint(value: int) -> int:
-    out = bytearray()
-    write_varint(value, out)
-    return len(out)

@@ -1,8 +1,6 @@
 """Kafka's segment indexes: the offset index (``.index``), the time index (``.timeindex``), the
 aborted-transaction index (``.txnindex``), and building them from a segment's batches."""
 from kafkalog.index.builder import (
-                                    CONTROL_TYPE_ABORT,
-                                    CONTROL_TYPE_COMMIT,
                                     DEFAULT_INDEX_INTERVAL_BYTES,
                                     IndexAppender,
                                     build_indexes,
@@ -12,7 +10,6 @@ from kafkalog.index.builder import (
 from kafkalog.index.offset_index import (
                                          OFFSET_ENTRY_SIZE,
                                          OffsetIndex,
-                                         base_offset_from_index_name,
                                          empty_offset_index,
                                          parse_offset_index,
                                          read_offset_index,
@@ -37,8 +34,6 @@ from kafkalog.index.transaction_index import (
                                               )
 
 __all__ = [
-    "CONTROL_TYPE_ABORT",
-    "CONTROL_TYPE_COMMIT",
     "DEFAULT_INDEX_INTERVAL_BYTES",
     "OFFSET_ENTRY_SIZE",
     "TIME_ENTRY_SIZE",
@@ -49,7 +44,6 @@ __all__ = [
     "TimeIndex",
     "TransactionIndex",
     "TxnIndexSearchResult",
-    "base_offset_from_index_name",
     "build_indexes",
     "build_transaction_index",
     "empty_offset_index",

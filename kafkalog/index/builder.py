@@ -14,16 +14,15 @@ from typing import Dict, Mapping, Optional, Tuple
 import numpy as np
 
 from kafkalog.errors import CorruptIndexError, OffsetOverflowError
-from kafkalog.index.offset_index import INT32_MAX, OFFSET_ENTRY_SIZE, OffsetIndex
-from kafkalog.index.time_index import NO_TIMESTAMP, TIME_ENTRY_SIZE, TimeIndex
+from kafkalog.format.control_record import ABORT, COMMIT
+from kafkalog.format.record_batch import NO_TIMESTAMP
+from kafkalog.format.varint import INT32_MAX
+from kafkalog.index.offset_index import OFFSET_ENTRY_SIZE, OffsetIndex
+from kafkalog.index.time_index import TIME_ENTRY_SIZE, TimeIndex
 from kafkalog.index.transaction_index import TXN_ENTRY_SIZE, AbortedTxn, TransactionIndex
 
 #: ``index.interval.bytes`` default.
 DEFAULT_INDEX_INTERVAL_BYTES = 4096
-
-#: Control record types (``ControlRecordType``) that end a transaction.
-CONTROL_TYPE_ABORT = 0
-CONTROL_TYPE_COMMIT = 1
 
 #: Column names ``build_transaction_index`` reads (snake_case first, then the Arrow batch
 #: table's camelCase spelling).
@@ -327,10 +326,10 @@ def replay_transactions(
         if not control:
             open_txns.setdefault(p, offset)
             continue
-        if kind not in (CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT):
+        if kind not in (ABORT, COMMIT):
             continue
         first = open_txns.pop(p, None)
-        if first is None or kind == CONTROL_TYPE_COMMIT:
+        if first is None or kind == COMMIT:
             continue
         if aborted and offset <= aborted[-1].last_offset:
             raise CorruptIndexError(

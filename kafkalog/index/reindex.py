@@ -40,15 +40,15 @@ from typing import Dict, List, Optional, Tuple
 
 import pyarrow as pa
 
-from kafkalog.checkpoint import atomic_write, fsync_dir
-from kafkalog.log.durable import truncate
+from kafkalog.log.durable import fsync_dir, replace_file, truncate
 from kafkalog.errors import KafkalogError
 from kafkalog.index.builder import DEFAULT_INDEX_INTERVAL_BYTES
 from kafkalog.index.offset_index import write_offset_index
 from kafkalog.index.time_index import write_time_index
 from kafkalog.index.transaction_index import write_transaction_index
-from kafkalog.index.verify import (CORRUPT, IDENTICAL, MISSING, OFFSET_INDEX, TIME_INDEX, TXN_INDEX, VALID,
-                                   DEFAULT_SEGMENT_INDEX_BYTES, SegmentVerification, verify_segment)
+from kafkalog.index.verdicts import (CORRUPT, DEFAULT_SEGMENT_INDEX_BYTES, IDENTICAL, MISSING, OFFSET_INDEX,
+                                     TIME_INDEX, TXN_INDEX, VALID, SegmentVerification)
+from kafkalog.index.verify import verify_segment
 from kafkalog.format.file_records import MappedFile, recovery_valid_bytes
 from kafkalog.log.logdir import PartitionDir, scan_partition_dir
 from kafkalog.log.producer_snapshot import read_producer_snapshot
@@ -129,7 +129,7 @@ def truncate_corrupt_tail(log_path: os.PathLike | str) -> Optional[TailCut]:
     base = int(log_path.name.split(".", 1)[0])
     side, saved = _free_side_file(log_path.parent, base, position, tail)
     if not saved:
-        atomic_write(side, tail)
+        replace_file(side, tail)
     truncate(log_path, position)
     fsync_dir(log_path.parent)
     message = None if error is None else getattr(error, "message", str(error))

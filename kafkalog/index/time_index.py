@@ -20,14 +20,10 @@ from typing import Optional, Tuple
 import numpy as np
 
 from kafkalog.errors import CorruptIndexError
-from kafkalog.index.offset_index import (
-                                         _check_int32,
-                                         _frozen_int64,
-                                         _read_file,
-                                         _valid_prefix,
-                                         atomic_write,
-                                         base_offset_from_index_name,
-                                         )
+from kafkalog.format.record_batch import NO_TIMESTAMP
+from kafkalog.index.abstract_index import NAME_HINT, AbstractIndex, check_int32, read_index_file, read_slots
+from kafkalog.log.durable import replace_file
+from kafkalog.log.names import TIME_INDEX_SUFFIX, base_offset_of
 
 TIME_ENTRY_SIZE = 12
 TIMESTAMP_POS = 0
@@ -36,56 +32,30 @@ RELATIVE_OFFSET_POS = TIMESTAMP_POS + TIMESTAMP_SIZE
 RELATIVE_OFFSET_SIZE = 4
 assert RELATIVE_OFFSET_POS + RELATIVE_OFFSET_SIZE == TIME_ENTRY_SIZE
 
-#: Kafka's ``RecordBatch.NO_TIMESTAMP``: the timestamp of an empty time index's "last entry".
-NO_TIMESTAMP = -1
-
 #: One on-disk entry as a numpy record (itemsize 12, packed).
 TIME_ENTRY_DTYPE = np.dtype([("timestamp", ">i8"), ("relative_offset", ">i4")])
 assert TIME_ENTRY_DTYPE.itemsize == TIME_ENTRY_SIZE
 
 
-@dataclass(frozen=True, eq=False)
-class TimeIndex:
+@dataclass(frozen=True, eq=False, repr=False)
+class TimeIndex(AbstractIndex):
     """The valid entries of one time index: timestamps and absolute offsets, in file order
-    (read-only int64 arrays of equal length)."""
+    (read-only int64 arrays of equal length). An empty index's lookup answers
+    ``(NO_TIMESTAMP, base_offset)``, Kafka's ``RecordBatch.NO_TIMESTAMP``."""
+
+    ENTRY_SIZE = TIME_ENTRY_SIZE
+    NAME = "time index"
+    COLUMNS = ("timestamps", "offsets")
+    KEY = "timestamps"
 
     base_offset: int
     timestamps: np.ndarray
     offsets: np.ndarray
 
-    def __post_init__(self) -> None:
-        timestamps = _frozen_int64(self.timestamps)
-        offsets = _frozen_int64(self.offsets)
-        if timestamps.shape != offsets.shape or timestamps.ndim != 1:
-            raise ValueError(
-                f"timestamps and offsets must be 1-d arrays of one length, got shapes "
-                f"{timestamps.shape} and {offsets.shape}"
-            )
-        object.__setattr__(self, "base_offset", int(self.base_offset))
-        object.__setattr__(self, "timestamps", timestamps)
-        object.__setattr__(self, "offsets", offsets)
-
-    def __len__(self) -> int:
-        return int(self.timestamps.shape[0])
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, TimeIndex):
-            return NotImplemented
-        return (
-            self.base_offset == other.base_offset
-            and np.array_equal(self.timestamps, other.timestamps)
-            and np.array_equal(self.offsets, other.offsets)
-        )
-
-    __hash__ = None  # type: ignore[assignment]  # holds arrays
-
-    def __repr__(self) -> str:
-        return f"TimeIndex(base_offset={self.base_offset}, entries={len(self)})"
-
     def lookup(self, timestamp: int) -> Tuple[int, int]:
         """``(timestamp, offset)`` of the entry with the largest timestamp <= the target, else
         ``(-1, base_offset)`` (Kafka ``TimeIndex.lookup``)."""
-        i = int(np.searchsorted(self.timestamps, timestamp, side="right")) - 1
+        i = self.slot_at_or_below(timestamp)
         if i < 0:
             return NO_TIMESTAMP, self.base_offset
         return int(self.timestamps[i]), int(self.offsets[i])
@@ -114,18 +84,12 @@ class TimeIndex:
                 path=path,
                 position=last,
             )
-        if int(self.offsets[-1]) < self.base_offset:
-            raise CorruptIndexError(
-                f"corrupt time index: it has {n} entries but the last offset is "
-                f"{int(self.offsets[-1])}, which is less than the base offset {self.base_offset}",
-                path=path,
-                position=last,
-            )
+        self.check_last_offset(self.offsets, path)
 
     def to_bytes(self) -> bytes:
         """The trimmed file content: ``len(self) * 12`` bytes of (timestamp, relativeOffset)."""
         relative = self.offsets - self.base_offset
-        _check_int32(relative, "relative offset", TIME_ENTRY_SIZE, overflow=True)
+        check_int32(relative, "relative offset", TIME_ENTRY_SIZE, overflow=True)
         out = np.empty(len(self), dtype=TIME_ENTRY_DTYPE)
         out["timestamp"] = self.timestamps
         out["relative_offset"] = relative
@@ -151,18 +115,8 @@ def parse_time_index(
     (so a preallocated all-zero file is empty; a genuine first entry of (0, base offset) cannot be
     told apart from padding). With ``stop_at_zero_slot=False`` every slot counts, as in the broker.
     """
-    view = memoryview(data).cast("B")
-    size = view.nbytes
-    if size % TIME_ENTRY_SIZE:
-        raise CorruptIndexError(
-            f"time index file size {size} bytes is not a multiple of the entry size "
-            f"{TIME_ENTRY_SIZE}",
-            path=path,
-            position=size - size % TIME_ENTRY_SIZE,
-        )
-    entries = np.frombuffer(view, dtype=TIME_ENTRY_DTYPE)
-    if stop_at_zero_slot:
-        entries = entries[: _valid_prefix(entries["relative_offset"], entries["timestamp"])]
+    entries = read_slots(data, TIME_ENTRY_DTYPE, TimeIndex.NAME, path=path,
+                         stop_at_zero_slot=stop_at_zero_slot, second_field="timestamp")
     timestamps = entries["timestamp"].astype(np.int64)
     offsets = entries["relative_offset"].astype(np.int64) + int(base_offset)
     timestamps.flags.writeable = offsets.flags.writeable = False  # owned: no second copy
@@ -177,11 +131,11 @@ def read_time_index(
 ) -> TimeIndex:
     """Read a ``.timeindex`` file; the base offset comes from its name unless given."""
     if base_offset is None:
-        base_offset = base_offset_from_index_name(path, "timeindex")
-    data = _read_file(path)
+        base_offset = base_offset_of(path, TIME_INDEX_SUFFIX, hint=NAME_HINT)
+    data = read_index_file(path)
     return parse_time_index(data, base_offset, path=path, stop_at_zero_slot=stop_at_zero_slot)
 
 
 def write_time_index(path: os.PathLike | str, index: TimeIndex) -> None:
-    """Write the trimmed index atomically (temp file in the same dir, fsync, rename, fsync dir)."""
-    atomic_write(path, index.to_bytes())
+    """Write the trimmed index atomically (``durable.replace_file``)."""
+    replace_file(path, index.to_bytes())

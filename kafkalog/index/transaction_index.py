@@ -23,7 +23,9 @@ from typing import Optional, Tuple
 import numpy as np
 
 from kafkalog.errors import CorruptIndexError
-from kafkalog.index.offset_index import _read_file, atomic_write, base_offset_from_index_name
+from kafkalog.index.abstract_index import NAME_HINT, read_index_file
+from kafkalog.log.durable import replace_file
+from kafkalog.log.names import TXN_INDEX_SUFFIX, base_offset_of
 
 TXN_ENTRY_SIZE = 34
 VERSION_POS = 0
@@ -166,10 +168,10 @@ def read_transaction_index(
 ) -> TransactionIndex:
     """Read a ``.txnindex`` file; the base offset comes from its name unless given."""
     if base_offset is None:
-        base_offset = base_offset_from_index_name(path, "txnindex")
-    return parse_transaction_index(_read_file(path), base_offset, path=path)
+        base_offset = base_offset_of(path, TXN_INDEX_SUFFIX, hint=NAME_HINT)
+    return parse_transaction_index(read_index_file(path), base_offset, path=path)
 
 
 def write_transaction_index(path: os.PathLike | str, index: TransactionIndex) -> None:
-    """Write the index atomically (temp file in the same dir, fsync, rename, fsync dir)."""
-    atomic_write(path, index.to_bytes())
+    """Write the index atomically (``durable.replace_file``)."""
+    replace_file(path, index.to_bytes())

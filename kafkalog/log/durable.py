@@ -14,7 +14,7 @@ target. A rename replaces a link itself, never what it points to.
 
 Fencing: a job holds each log dir's ``.lock`` in one process (the driver); work on the dir may run in
 others (Spark's Python workers live in their own process group and outlive a killed driver). A
-*fence* (``logdir.LockFence``) says whether that lock is still held by that process; inside
+*fence* (``lock.LockFence``) says whether that lock is still held by that process; inside
 :func:`fenced`, every change made through this module first checks the active fences and raises
 FenceLostError instead of touching the dir, and a watchdog thread ends the process
 (``os._exit(FENCE_LOST_EXIT)``) within WATCHDOG_INTERVAL_S of a fence held by another process being

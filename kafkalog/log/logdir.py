@@ -1,129 +1,32 @@
-"""Find what is in one or many Kafka log dirs: partition folders, their segment files and leftovers,
-the log-dir checkpoints and metadata, and whether a live broker holds the dir's ``.lock``.
-
-Layout (spec §3.1, §3.2)::
-
-    <log dir>/
-      .lock                                  LOCK_FILE, held by the broker (POSIX record lock)
-      .kafka_cleanshutdown                   only between a clean shutdown and the next start
-      meta.properties
-      recovery-point-offset-checkpoint       and the other three offset checkpoints (checkpoint.py)
-      remote-log-index-cache/                tiered storage's cache, not a partition
-      <topic>-<partition>/                   kind "live"
-      <topic>-<partition>.<32 hex>-delete/   kind "delete" (topic cut so the name is <= 255 chars)
-      <topic>-<partition>.<32 hex>-future/   kind "future" (alter-log-dirs copy)
-      <topic>-<partition>.<32 hex>-stray/    kind "stray"
-        <20-digit base offset>.log|.index|.timeindex|.txnindex
-        <20-digit offset>.snapshot           producer state (producer_snapshot.py)
-        <any of those>.cleaned|.swap|.deleted   compaction output / swap-in / pending deletion
-        leader-epoch-checkpoint, partition.metadata
-        quorum-state, <offset>-<epoch>.checkpoint   KRaft, in __cluster_metadata-0 only
-
-Topic names use ``[a-zA-Z0-9._-]`` (at most 249 chars), so the partition is the text after the LAST
-``-``. Scanning never raises for one bad folder: it is reported in ``LogDir.problems``.
-
-Locking: Kafka takes ``.lock`` with ``FileChannel.tryLock()``, which on Linux is a process-associated
-POSIX record lock (``fcntl(F_SETLK)``, exclusive, whole file). ``is_locked`` asks the kernel with
-``F_OFD_GETLK`` on a read-only descriptor: a pure query that never takes the lock itself (a broker
-starting at that instant is not refused), needs no write permission (read-only copies and mounts
-work), never creates the file, and also sees locks held by this very process. Any descriptor closed
-on a file drops this process's POSIX locks on it, so locks taken with ``lock_log_dir`` are tracked
-and never re-opened while held. Other platforms fall back to a ``lockf`` probe on a fresh descriptor.
+"""What is in one or many Kafka log dirs: partition folders, their segment files and leftovers, the
+log-dir checkpoints and metadata, and whether a live broker holds the dir's ``.lock``. Scanning
+never raises for one bad folder: it is reported in ``LogDir.problems``. (File and folder names:
+``log.names``; the lock: ``log.lock``.)
 """
 from __future__ import annotations
 
-import errno
 import os
-import re
-import socket
-import struct
-import sys
-import threading
-import uuid
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator, Optional, Union
+from typing import Iterable, Optional, Union
 
-from kafkalog.checkpoint import (
-                                 CLEAN_SHUTDOWN_FILE,
-                                 LEADER_EPOCH_CHECKPOINT,
-                                 LOCK_FILE,
-                                 META_PROPERTIES,
-                                 OFFSET_CHECKPOINTS,
-                                 PARTITION_METADATA,
-                                 TMP_SUFFIX,
-                                 MetaProperties,
-                                 read_clean_shutdown,
-                                 read_leader_epoch_checkpoint,
-                                 read_meta_properties,
-                                 read_offset_checkpoint,
-                                 read_partition_metadata,
-                                 )
-from kafkalog.errors import InvalidFileNameError, KafkalogError, LogDirLockedError
-
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - Windows: Kafka's lock there is not a POSIX lock anyway
-    fcntl = None  # type: ignore[assignment]
-
-# --- names -----------------------------------------------------------------------------------
-
-LOG_SUFFIX = "log"
-INDEX_SUFFIX = "index"
-TIME_INDEX_SUFFIX = "timeindex"
-TXN_INDEX_SUFFIX = "txnindex"
-SNAPSHOT_SUFFIX = "snapshot"
-SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, SNAPSHOT_SUFFIX)
-INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
-
-CLEANED_SUFFIX = "cleaned"   # in-progress compaction or split output
-SWAP_SUFFIX = "swap"         # complete replacement being swapped in
-DELETED_SUFFIX = "deleted"   # scheduled for asynchronous deletion
-TEMP_SUFFIXES = (CLEANED_SUFFIX, SWAP_SUFFIX, DELETED_SUFFIX)
-
-OFFSET_DIGITS = 20           # LogFileUtils.filenamePrefixFromOffset: at least 20 digits, zero-padded
-
-LIVE, DELETE, FUTURE, STRAY = "live", "delete", "future", "stray"
-PARTITION_DIR_KINDS = (LIVE, DELETE, FUTURE, STRAY)
-MAX_TOPIC_LENGTH = 249       # Topic.MAX_NAME_LENGTH
-MAX_DIR_NAME_LENGTH = 255    # logDirNameWithSuffixCappedLength cuts the topic to fit
-UNIQUE_ID_HEX_DIGITS = 32    # java.util.UUID without dashes
-
-REMOTE_INDEX_CACHE_DIR = "remote-log-index-cache"   # RemoteIndexCache.DIR_NAME, skipped by LogManager
-QUORUM_STATE = "quorum-state"                        # KRaft, in __cluster_metadata-0
-KRAFT_METADATA_TOPIC = "__cluster_metadata"          # KafkaRaftServer.MetadataTopic: the LogManager never
-                                                     # loads it; snapshots, not retention, trim its log
-BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"        # KRaft metadata bootstrap, log-dir level
-
-INT32_MAX = 2**31 - 1
-INT64_MAX = 2**63 - 1
-
-_TOPIC_CHARS = r"[a-zA-Z0-9._-]"
-_LIVE_DIR = re.compile(rf"(?P<topic>{_TOPIC_CHARS}+)-(?P<partition>0|[1-9][0-9]*)")
-_SUFFIXED_DIR = re.compile(
-    rf"(?P<topic>{_TOPIC_CHARS}+)-(?P<partition>0|[1-9][0-9]*)"
-    rf"\.(?P<uid>[0-9a-f]{{{UNIQUE_ID_HEX_DIGITS}}})-(?P<kind>{DELETE}|{FUTURE}|{STRAY})"
-)
-_SEGMENT_FILE = re.compile(
-    rf"(?P<base>[0-9]{{{OFFSET_DIGITS},}})\.(?P<suffix>{'|'.join(SEGMENT_SUFFIXES)})"
-    rf"(?:\.(?P<temp>{'|'.join(TEMP_SUFFIXES)}))?"
-)
-_KRAFT_SNAPSHOT = re.compile(r"[0-9]{20}-[0-9]{10}\.checkpoint(?:\.part|\.deleted)?")
+from kafkalog.checkpoint.clean_shutdown import read_clean_shutdown
+from kafkalog.checkpoint.leader_epoch import read_leader_epoch_checkpoint
+from kafkalog.checkpoint.meta_properties import MetaProperties, read_meta_properties
+from kafkalog.checkpoint.offset import read_offset_checkpoint
+from kafkalog.checkpoint.partition_metadata import read_partition_metadata
+from kafkalog.errors import InvalidFileNameError, KafkalogError
+from kafkalog.log.lock import is_locked, require_dir
+from kafkalog.log.names import (BOOTSTRAP_CHECKPOINT, CLEAN_SHUTDOWN_FILE, FUTURE, INDEX_SUFFIX, INDEX_SUFFIXES,
+                                KRAFT_SNAPSHOT, LEADER_EPOCH_CHECKPOINT, LIVE, LOCK_FILE, LOG_SUFFIX, META_PROPERTIES,
+                                OFFSET_CHECKPOINTS, PARTITION_METADATA, QUORUM_STATE, REMOTE_INDEX_CACHE_DIR,
+                                SNAPSHOT_SUFFIX, TIME_INDEX_SUFFIX, TMP_SUFFIX, TXN_INDEX_SUFFIX,
+                                parse_partition_dir_name, parse_segment_file_name)
 
 PathLike = Union[str, os.PathLike]
 
 
-# --- dataclasses -----------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class SegmentFileName:
-    """A parsed segment-file name: ``<base_offset>.<suffix>[.<temp>]``."""
-
-    base_offset: int
-    suffix: str                 # one of SEGMENT_SUFFIXES
-    temp: Optional[str] = None  # None or one of TEMP_SUFFIXES
-
+# --- data structures ---------------------------------------------------------------------------
 
 @dataclass
 class SegmentFiles:
@@ -182,343 +85,7 @@ class LogDir:
     unknown: list[Path] = field(default_factory=list)     # other files Kafka did not write
 
 
-# --- names: pure functions -------------------------------------------------------------------
-
-def _check_topic(topic: str, name: str, max_length: int) -> None:
-    if topic in (".", ".."):
-        raise InvalidFileNameError(f"{name!r}: topic {topic!r} is not a legal topic name")
-    if len(topic) > max_length:
-        raise InvalidFileNameError(f"{name!r}: topic is {len(topic)} chars, longer than {max_length}")
-
-
-def parse_partition_dir_name(name: str) -> tuple[str, int, str]:
-    """``(topic, partition, kind)`` of a partition folder name; kind is live/delete/future/stray.
-    Raises InvalidFileNameError for a name Kafka would not write."""
-    hint = "partition folders are named <topic>-<partition> or <topic>-<partition>.<32 hex>-delete|-future|-stray"
-    match = _LIVE_DIR.fullmatch(name)
-    if match:
-        kind, max_topic = LIVE, MAX_TOPIC_LENGTH
-    else:
-        match = _SUFFIXED_DIR.fullmatch(name)
-        if not match:
-            raise InvalidFileNameError(f"{name!r} is not a partition folder name", hint=hint)
-        kind = match["kind"]
-        # -delete and -stray names cut the topic to keep the whole name within 255 chars
-        max_topic = MAX_TOPIC_LENGTH if kind == FUTURE else MAX_DIR_NAME_LENGTH
-        if kind != FUTURE and len(name) > MAX_DIR_NAME_LENGTH:
-            raise InvalidFileNameError(f"{name!r} is longer than {MAX_DIR_NAME_LENGTH} chars", hint=hint)
-    topic = match["topic"]
-    _check_topic(topic, name, max_topic)
-    partition = int(match["partition"])
-    if partition > INT32_MAX:
-        raise InvalidFileNameError(f"{name!r}: partition {partition} does not fit an int32", hint=hint)
-    return topic, partition, kind
-
-
-def format_partition_dir_name(topic: str, partition: int, kind: str = LIVE,
-                              unique_id: Optional[str] = None) -> str:
-    """The folder name Kafka gives a partition of this kind. ``unique_id`` (32 lowercase hex) is
-    generated when not given; -delete/-stray names cut the topic to fit 255 chars, as Kafka does."""
-    if not re.fullmatch(f"{_TOPIC_CHARS}+", topic or "") or len(topic) > MAX_TOPIC_LENGTH or topic in (".", ".."):
-        raise InvalidFileNameError(f"topic {topic!r} is not a legal Kafka topic name")
-    if isinstance(partition, bool) or not isinstance(partition, int) or not 0 <= partition <= INT32_MAX:
-        raise InvalidFileNameError(f"partition {partition!r} is not an int32 >= 0")
-    if kind == LIVE:
-        return f"{topic}-{partition}"
-    if kind not in PARTITION_DIR_KINDS:
-        raise ValueError(f"kind must be one of {PARTITION_DIR_KINDS}, not {kind!r}")
-    unique_id = uuid.uuid4().hex if unique_id is None else unique_id
-    if not re.fullmatch(f"[0-9a-f]{{{UNIQUE_ID_HEX_DIGITS}}}", unique_id):
-        raise InvalidFileNameError(f"unique id {unique_id!r} is not {UNIQUE_ID_HEX_DIGITS} lowercase hex digits")
-    suffix = f"-{partition}.{unique_id}-{kind}"
-    if kind != FUTURE:
-        topic = topic[:MAX_DIR_NAME_LENGTH - len(suffix)]
-    return f"{topic}{suffix}"
-
-
-def parse_segment_file_name(name: str) -> SegmentFileName:
-    """Parse ``<base offset>.<log|index|timeindex|txnindex|snapshot>[.cleaned|.swap|.deleted]``.
-    The base offset has at least 20 digits and fits an int64. Raises InvalidFileNameError."""
-    match = _SEGMENT_FILE.fullmatch(name)
-    if not match:
-        raise InvalidFileNameError(f"{name!r} is not a segment, index or snapshot file name")
-    base_offset = int(match["base"])
-    if base_offset > INT64_MAX:
-        raise InvalidFileNameError(f"{name!r}: base offset does not fit an int64")
-    return SegmentFileName(base_offset, match["suffix"], match["temp"])
-
-
-def format_segment_file_name(base_offset: int, suffix: str, temp: Optional[str] = None) -> str:
-    """``<base offset as 20 zero-padded digits>.<suffix>[.<temp>]``."""
-    if isinstance(base_offset, bool) or not isinstance(base_offset, int) or not 0 <= base_offset <= INT64_MAX:
-        raise InvalidFileNameError(f"base offset {base_offset!r} is not an int64 >= 0")
-    if suffix not in SEGMENT_SUFFIXES:
-        raise InvalidFileNameError(f"suffix {suffix!r} is not one of {SEGMENT_SUFFIXES}")
-    if temp is not None and temp not in TEMP_SUFFIXES:
-        raise InvalidFileNameError(f"temporary suffix {temp!r} is not one of {TEMP_SUFFIXES}")
-    name = f"{base_offset:0{OFFSET_DIGITS}d}.{suffix}"
-    return name if temp is None else f"{name}.{temp}"
-
-
-# --- lock: the one place that talks to fcntl -------------------------------------------------
-
-# struct flock on Linux with a 64-bit off_t: l_type, l_whence, l_start, l_len, l_pid (native alignment).
-_FLOCK = struct.Struct("@hhqqi")
-_USE_GETLK = sys.platform.startswith("linux") and fcntl is not None
-_held_locks: dict[tuple[int, int], int] = {}   # (st_dev, st_ino) of a .lock -> fd holding it
-_held_guard = threading.RLock()
-_held_dirs: dict[tuple[int, int], str] = {}    # the same keys -> the log dir, for held_fences
-_HOST = socket.gethostname()
-_OPEN_FLAGS = getattr(os, "O_CLOEXEC", 0)
-
-
-# kafkalog takes its lock over [0, KAFKALOG_LOCK_LENGTH): it overlaps the whole-file lock a broker
-# takes (FileChannel.tryLock(): [0, Long.MAX_VALUE)), so either refuses the other, and the length tells
-# a lock query which of the two holds the file without writing anything into it.
-KAFKALOG_LOCK_LENGTH = 0x6B61666B61        # "kafka" as an integer: ~460 GB, far past a .lock's size
-JAVA_WHOLE_FILE_LOCK_LENGTH = (1 << 63) - 1
-
-
-@dataclass(frozen=True)
-class LockHolder:
-    """What the kernel says about a lock that refuses ours: the holder's pid (None when it cannot be
-    known: an OFD lock, another host or PID namespace) and the locked range's length."""
-    pid: Optional[int]
-    length: int
-
-    @property
-    def is_kafkalog(self) -> bool:
-        return self.length == KAFKALOG_LOCK_LENGTH
-
-    def describe(self) -> str:
-        """"another kafkalog job (PID 12, python jobs/compact.py …)", "a Kafka broker …", or "a broker or
-        other process …", as far as the lock and /proc tell."""
-        if self.is_kafkalog:
-            who = "another kafkalog job"
-        elif self.length == JAVA_WHOLE_FILE_LOCK_LENGTH:
-            command = _command_line(self.pid)
-            who = "a Kafka broker" if command and "kafka.Kafka" in command else "a broker or other Java process"
-        else:
-            who = "a broker or other process"
-        if self.pid is None:
-            return f"{who} (PID unknown: another host or PID namespace)"
-        command = _command_line(self.pid)
-        return f"{who} (PID {self.pid}{', ' + command if command else ''})"
-
-
-def _command_line(pid: Optional[int], limit: int = 120) -> Optional[str]:
-    if pid is None or not sys.platform.startswith("linux"):
-        return None
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return None
-    text = " ".join(part.decode("utf-8", "replace") for part in raw.split(b"\0") if part)
-    return text if len(text) <= limit else text[:limit - 1] + "…"
-
-
-def _lock_holder(fd: int) -> Optional[LockHolder]:
-    """Who holds a lock that would refuse an exclusive lock on fd's file, or None. F_OFD_GETLK
-    (Linux >= 3.15) also reports this process's own POSIX locks; F_GETLK, the fallback for older
-    kernels, does not."""
-    request = _FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0)
-    command = getattr(fcntl, "F_OFD_GETLK", None)
-    reply = None
-    if command is not None:
-        try:
-            reply = fcntl.fcntl(fd, command, request)
-        except OSError as exc:
-            if exc.errno != errno.EINVAL:
-                raise
-    if reply is None:
-        reply = fcntl.fcntl(fd, fcntl.F_GETLK, request)
-    lock_type, _whence, _start, length, pid = _FLOCK.unpack(reply)
-    if lock_type == fcntl.F_UNLCK:
-        return None
-    return LockHolder(pid if pid > 0 else None, length)
-
-
-def _probe_locked(lock_path: Path) -> bool:
-    """Non-Linux fallback: try the lock on a fresh writable descriptor and release it at once."""
-    fd = os.open(lock_path, os.O_RDWR | _OPEN_FLAGS)
-    try:
-        try:
-            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            if exc.errno in (errno.EACCES, errno.EAGAIN):
-                return True
-            raise
-        fcntl.lockf(fd, fcntl.LOCK_UN)
-        return False
-    finally:
-        os.close(fd)
-
-
-_LOCKED_HINT_KAFKALOG = "wait for that job to finish (or stop it), then run again"
-
-
-def process_start_time(pid: int) -> Optional[int]:
-    """A process's start time in clock ticks since boot (``/proc/<pid>/stat`` field 22): with the pid,
-    it names one process even after the pid is reused. None when it cannot be read."""
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
-        return None
-    fields = raw[raw.rindex(b")") + 2:].split()      # after "pid (comm) "; comm may hold spaces
-    return int(fields[19])
-
-
-@dataclass(frozen=True)
-class LockFence:
-    """A job's claim on a log dir, shipped to the processes that work on it (``durable.fenced``): held
-    while the ``.lock`` is locked by kafkalog in process ``pid`` (started at ``start_time``) on
-    ``host``. Another host cannot see the pid: there it is held while a kafkalog job holds the lock."""
-    log_dir: str
-    pid: int
-    start_time: Optional[int]
-    host: str
-
-    @property
-    def local(self) -> bool:
-        """This process holds the lock itself (no watchdog needed: it cannot lose it unseen)."""
-        return self.pid == os.getpid() and self.host == _HOST
-
-    def holds(self) -> bool:
-        if self.local:
-            with _held_guard:
-                return bool(_own_lock(Path(self.log_dir) / LOCK_FILE))
-        if not _USE_GETLK:           # no lock query here: held while someone holds it
-            return is_locked(self.log_dir)
-        holder = lock_holder(self.log_dir)
-        if holder is None or not holder.is_kafkalog:
-            return False
-        if self.host != _HOST or holder.pid is None:
-            return True
-        return holder.pid == self.pid and process_start_time(self.pid) == self.start_time
-
-    def describe(self) -> str:
-        return f"the job (PID {self.pid} on {self.host}) that locked {self.log_dir}"
-
-
-def held_fences() -> dict:
-    """{log dir: LockFence} for every log dir whose lock this process holds (``lock_log_dir``)."""
-    with _held_guard:
-        dirs = list(_held_dirs.values())
-    me, started = os.getpid(), process_start_time(os.getpid())
-    return {d: LockFence(d, me, started, _HOST) for d in dirs}
-
-
-def _own_lock(lock_path: Path) -> Optional[bool]:
-    """Whether this process holds ``lock_path`` (``lock_log_dir``); None when it does not exist. Call
-    it under _held_guard."""
-    try:
-        status = os.stat(lock_path)
-    except FileNotFoundError:
-        return None
-    return (status.st_dev, status.st_ino) in _held_locks
-
-
-def lock_holder(log_dir: PathLike) -> Optional[LockHolder]:
-    """Who holds the log dir's ``.lock`` (None: nobody, or the file is absent; this process's own lock
-    is reported too). Linux only; elsewhere None. Raises OSError when it cannot tell."""
-    if not _USE_GETLK:
-        return None
-    lock_path = Path(log_dir) / LOCK_FILE
-    with _held_guard:
-        own = _own_lock(lock_path)
-        if own is None:
-            return None
-        if own:                      # ours: another descriptor closed on it would drop it
-            return LockHolder(os.getpid(), KAFKALOG_LOCK_LENGTH)
-        fd = os.open(lock_path, os.O_RDONLY | _OPEN_FLAGS)
-        try:
-            return _lock_holder(fd)
-        finally:
-            os.close(fd)
-
-
-def describe_lock_holder(log_dir: PathLike) -> str:
-    """A phrase for messages: who holds the log dir's lock, as far as can be known."""
-    try:
-        holder = lock_holder(log_dir)
-    except OSError:
-        holder = None
-    return holder.describe() if holder is not None else "a live process (a broker or another job)"
-
-
-def is_locked(log_dir: PathLike) -> bool:
-    """Whether a process holds the log dir's ``.lock`` (a running broker, or ``lock_log_dir``).
-    An absent ``.lock`` is not locked and is not created. Raises OSError when it cannot tell."""
-    if fcntl is None:  # pragma: no cover
-        raise OSError(errno.ENOTSUP, "record locks are not available on this platform", os.fspath(log_dir))
-    if _USE_GETLK:
-        return lock_holder(log_dir) is not None
-    lock_path = Path(log_dir) / LOCK_FILE
-    with _held_guard:
-        own = _own_lock(lock_path)
-        if own is None:
-            return False
-        return own or _probe_locked(lock_path)   # never probe ours: closing the probe's fd would drop it
-
-
-@contextmanager
-def lock_log_dir(log_dir: PathLike) -> Iterator[Path]:
-    """Hold the log dir's ``.lock`` (created if absent) as a broker does, for jobs that modify the
-    dir; released on exit (the file stays, as Kafka leaves it). Raises LogDirLockedError when another
-    process, or this one, already holds it."""
-    if fcntl is None:  # pragma: no cover
-        raise OSError(errno.ENOTSUP, "record locks are not available on this platform", os.fspath(log_dir))
-    log_dir = Path(log_dir)
-    _require_dir(log_dir)
-    lock_path = log_dir / LOCK_FILE
-    with _held_guard:
-        try:
-            status = os.stat(lock_path)
-        except FileNotFoundError:
-            status = None
-        if status is not None and (status.st_dev, status.st_ino) in _held_locks:
-            raise LogDirLockedError("this process already holds the log dir lock", path=lock_path)
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | _OPEN_FLAGS, 0o666)
-        try:
-            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, KAFKALOG_LOCK_LENGTH)
-        except OSError as exc:
-            holder = None
-            if exc.errno in (errno.EACCES, errno.EAGAIN) and _USE_GETLK:
-                try:
-                    holder = _lock_holder(fd)
-                except OSError:
-                    holder = None
-            os.close(fd)
-            if exc.errno in (errno.EACCES, errno.EAGAIN):
-                who = holder.describe() if holder is not None else "another process"
-                raise LogDirLockedError(f"the log dir is locked by {who}", path=lock_path,
-                                        hint=_LOCKED_HINT_KAFKALOG if holder is not None and holder.is_kafkalog
-                                        else None) from None
-            raise
-        status = os.fstat(fd)
-        key = (status.st_dev, status.st_ino)
-        _held_locks[key] = fd
-        _held_dirs[key] = os.fspath(log_dir)
-    try:
-        yield log_dir
-    finally:
-        with _held_guard:
-            _held_locks.pop(key, None)
-            _held_dirs.pop(key, None)
-            try:
-                fcntl.lockf(fd, fcntl.LOCK_UN, KAFKALOG_LOCK_LENGTH)
-            finally:
-                os.close(fd)
-
-
 # --- scanning --------------------------------------------------------------------------------
-
-def _require_dir(path: Path) -> None:
-    if not path.exists():
-        raise FileNotFoundError(errno.ENOENT, "log dir does not exist", os.fspath(path))
-    if not path.is_dir():
-        raise NotADirectoryError(errno.ENOTDIR, "log dir is not a directory", os.fspath(path))
-
 
 def _sorted_entries(path: Path) -> list[os.DirEntry]:
     with os.scandir(path) as entries:
@@ -553,7 +120,7 @@ def scan_partition_dir(path: PathLike, *, log_dir: Optional[PathLike] = None,
             result.has_leader_epoch_checkpoint = True
         elif name == PARTITION_METADATA:
             result.partition_metadata = file
-        elif name == QUORUM_STATE or _KRAFT_SNAPSHOT.fullmatch(name):
+        elif name == QUORUM_STATE or KRAFT_SNAPSHOT.fullmatch(name):
             result.kraft_files.append(file)
         elif name.endswith(TMP_SUFFIX):
             result.leftovers.append(file)
@@ -596,7 +163,7 @@ def scan_log_dir(path: PathLike) -> LogDir:
     file, is recorded in ``problems`` (a broker would refuse the dir); a log dir that does not
     exist or is not a directory raises FileNotFoundError / NotADirectoryError."""
     path = Path(path)
-    _require_dir(path)
+    require_dir(path)
     result = LogDir(path=path)
     for entry in _sorted_entries(path):
         name, file = entry.name, Path(entry.path)

@@ -25,9 +25,9 @@ from typing import Iterable, Optional, Union
 
 import crc32c
 
-from kafkalog.checkpoint import atomic_write
+from kafkalog.log.durable import replace_file
 from kafkalog.errors import CheckpointError, InvalidFileNameError
-from kafkalog.log.logdir import SNAPSHOT_SUFFIX, format_segment_file_name, parse_segment_file_name
+from kafkalog.log.names import SNAPSHOT_SUFFIX, format_segment_file_name, parse_segment_file_name
 
 SNAPSHOT_VERSION = 1
 VERSION_OFFSET = 0
@@ -136,5 +136,5 @@ def write_producer_snapshot(partition_dir: PathLike, snapshot: ProducerSnapshot,
     """Write ``<partition_dir>/<offset>.snapshot`` atomically (temp file, fsync, rename, fsync dir)
     and return its path. Kafka itself writes the file in place; the bytes are the same."""
     path = Path(partition_dir) / snapshot_file_name(snapshot.offset)
-    atomic_write(path, format_producer_snapshot(snapshot.entries), sync=sync)
+    replace_file(path, format_producer_snapshot(snapshot.entries), sync=sync)
     return path

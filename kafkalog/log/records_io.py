@@ -17,9 +17,7 @@ import pyarrow as pa
 
 from kafkalog.log.durable import replace_file
 from kafkalog.errors import InvalidFileNameError, KafkalogError, OutOfMemoryError
-from kafkalog.format import compression as codecs
-from kafkalog.format import legacy_record as legacy
-from kafkalog.format import record_batch as rb
+from kafkalog.format import compression as codecs, decoder, legacy_record as legacy, record_batch as rb
 from kafkalog.format.compression import release_frames
 from kafkalog.format.buffer_pool import available_memory_bytes
 from kafkalog.format import batch_slices
@@ -27,7 +25,7 @@ from kafkalog.format.batch_slices import BatchSlices, needs_slicing
 from kafkalog.format.decoder import decode_window
 from kafkalog.topic_partition import UNKNOWN_PARTITION, TopicPartition
 from kafkalog.format.file_records import (OK_END, OK_WINDOW, HeaderArrays, MappedFile, check_crcs, crc_error,
-                                          resolve_engine, scan_buffer, walk_error, _scan)
+                                          resolve_engine, scan_buffer, scan_window, walk_error)
 from kafkalog.format.schema import RECORD_SCHEMA
 
 DEFAULT_WINDOW_BYTES = 16 << 20       # file bytes walked per window; decoded data per RecordBatch is bounded too
@@ -36,7 +34,7 @@ DEFAULT_BATCH_BYTES = 16 * 1024       # producers' batch.size, for batches write
 # 645k of the smallest entries: 5 MiB per int64 column) made numpy map each column with huge pages,
 # so every window zeroed ~16 MiB to use ~12 KB.
 FIRST_WINDOW_SLOTS = 4096
-SMALLEST_ENTRY_BYTES = legacy.LOG_OVERHEAD + legacy.RECORD_OVERHEAD_V0   # offset, size, then a v0 message: 26
+SMALLEST_ENTRY_BYTES = rb.LOG_OVERHEAD + legacy.RECORD_OVERHEAD_V0   # offset, size, then a v0 message: 26
 MIN_SPLIT_BYTES = 1 << 20             # a file is not cut into windows smaller than this to share it out
 # The fixed-width columns of one decoded row that no other row shares: offset, timestamp, baseOffset,
 # lastOffset, batchPosition (8 bytes each) and the key and value offsets (4 each). read_segment refuses
@@ -67,7 +65,7 @@ class ReadOptions:
 
 def partition_of(path) -> TopicPartition:
     """Topic and partition from the folder a file sits in (``orders-3``); None outside one."""
-    from kafkalog.log.logdir import parse_partition_dir_name
+    from kafkalog.log.names import parse_partition_dir_name
     folder = Path(path).resolve().parent.name
     try:
         topic, partition, _kind = parse_partition_dir_name(folder)
@@ -175,7 +173,7 @@ class SegmentReader:
         while True:
             most = max(16, min(window, end - pos) // SMALLEST_ENTRY_BYTES + 2)
             h = HeaderArrays.empty(min(slots, most))
-            n, status, stop_pos = _scan(buf, pos, end, window, h, engine)
+            n, status, stop_pos = scan_window(buf, pos, end, window, h, engine)
             problem = None if status in (OK_END, OK_WINDOW) else walk_error(status, buf, stop_pos, end, self.path)
             yield h.head(n), problem
             if status != OK_WINDOW:
@@ -421,10 +419,6 @@ def encode_records(table: pa.Table, *, compression=None, magic: int = 2, batch_b
     return b"".join(out)
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
-    replace_file(path, data, sync=True)
-
-
 def write_segment(directory, records: pa.Table, *, compression=None, magic: int = 2,
                   base_offset: Optional[int] = None, batch_bytes: int = DEFAULT_BATCH_BYTES,
                   keep_batches: Optional[bool] = None, index_interval_bytes: int = 4096,
@@ -436,7 +430,7 @@ def write_segment(directory, records: pa.Table, *, compression=None, magic: int 
     unless ``overwrite``.
     """
     from kafkalog.index.builder import build_indexes
-    from kafkalog.log.logdir import format_segment_file_name
+    from kafkalog.log.names import format_segment_file_name
     from kafkalog.index.offset_index import write_offset_index
     from kafkalog.index.time_index import write_time_index
 
@@ -459,7 +453,7 @@ def write_segment(directory, records: pa.Table, *, compression=None, magic: int 
         base_offset=base_offset, positions=b.column("position").to_numpy(), sizes=b.column("size").to_numpy(),
         last_offsets=b.column("lastOffset").to_numpy(), max_timestamps=b.column("maxTimestamp").to_numpy(),
         index_interval_bytes=index_interval_bytes)
-    _write_atomically(log_path, data)
+    replace_file(log_path, data)
     write_offset_index(directory / format_segment_file_name(base_offset, "index"), offset_index)
     write_time_index(directory / format_segment_file_name(base_offset, "timeindex"), time_index)
     return log_path

@@ -30,11 +30,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, List, Optional
 
-from kafkalog.checkpoint import fsync_dir
+from kafkalog.log.durable import fsync_dir
 from kafkalog.errors import KafkalogError, LogDirLockedError
 from kafkalog.format.file_records import scan_batches
-from kafkalog.log.logdir import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX,
-                                 TXN_INDEX_SUFFIX, format_segment_file_name, is_locked, lock_log_dir, scan_log_dir)
+from kafkalog.log.lock import is_locked, lock_log_dir
+from kafkalog.log.logdir import scan_log_dir
+from kafkalog.log.names import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
+                                TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, format_segment_file_name, offset_from_file_name)
 
 KRAFT_DELETED_SUFFIX = ".checkpoint.deleted"   # Snapshots.DELETE_SUFFIX: left to KRaft's own recovery
 INDEX_FILE_SUFFIXES = tuple("." + s for s in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX))  # isIndexFile
@@ -73,14 +75,6 @@ class PartitionRecovery:
         return line
 
 
-def _offset_from_name(name: str) -> Optional[int]:
-    """``LogFileUtils.offsetFromFileName``: the number before the first '.', None if not a number."""
-    head = name.split(".", 1)[0] if "." in name else None
-    if not head or not (head.isdigit() or (head[0] in "+-" and head[1:].isdigit())):
-        return None
-    return int(head)
-
-
 def _read_next_offset(log_swap: Path, base: int) -> int:
     scan = scan_batches(log_swap, verify_crc=False, on_corrupt="stop")
     lasts = scan.batches.column("lastOffset")
@@ -103,11 +97,11 @@ def recover_partition(partition_dir) -> PartitionRecovery:
                 cleaned.append(p)
             elif name.endswith("." + SWAP_SUFFIX):
                 swaps.append(p)
-        offsets = [o for o in (_offset_from_name(p.name) for p in cleaned) if o is not None]
+        offsets = [o for o in (offset_from_file_name(p.name) for p in cleaned) if o is not None]
         min_cleaned = min(offsets) if offsets else None
         valid_swaps = []
         for p in swaps:
-            off = _offset_from_name(p.name)
+            off = offset_from_file_name(p.name)
             if min_cleaned is not None and off is not None and off >= min_cleaned:
                 p.unlink(missing_ok=True)
                 report.deleted.append(p.name)
@@ -120,7 +114,7 @@ def recover_partition(partition_dir) -> PartitionRecovery:
         for p in valid_swaps:
             if not p.name.endswith(".log." + SWAP_SUFFIX):
                 continue
-            base = _offset_from_name(p.name)
+            base = offset_from_file_name(p.name)
             if base is None:
                 continue
             nxt = _read_next_offset(p, base)
@@ -131,7 +125,7 @@ def recover_partition(partition_dir) -> PartitionRecovery:
             for p in sorted(q for q in d.iterdir() if q.is_file()):
                 if p.name.endswith("." + SWAP_SUFFIX):
                     continue
-                off = _offset_from_name(p.name)
+                off = offset_from_file_name(p.name)
                 if off is not None and lo <= off < hi:
                     p.unlink(missing_ok=True)
                     report.deleted.append(p.name)
@@ -151,7 +145,7 @@ def _delete_orphaned_indexes(d: Path, report: PartitionRecovery) -> None:
     """``loadSegmentFiles``' first check, in sorted file-name order: an index file whose segment has
     no ``<20-digit base>.log`` is deleted."""
     for p in sorted(q for q in d.iterdir() if q.is_file() and q.name.endswith(INDEX_FILE_SUFFIXES)):
-        offset = _offset_from_name(p.name)
+        offset = offset_from_file_name(p.name)
         if offset is None or not 0 <= offset < 2**63:
             report.unreadable_names.append(p.name)
         elif not (d / format_segment_file_name(offset, LOG_SUFFIX)).exists():

@@ -32,8 +32,8 @@ from kafkalog.index.offset_index import OffsetIndex
 from kafkalog.index.time_index import TimeIndex, read_time_index
 from kafkalog.index.transaction_index import TransactionIndex
 from kafkalog.log.logdir import SegmentFiles
+from kafkalog.format.record_batch import NO_TIMESTAMP
 
-NO_TIMESTAMP = -1                  # RecordBatch.NO_TIMESTAMP
 FROM_TIMEINDEX, FROM_BATCHES, FROM_MTIME = "timeindex", "batches", "mtime"
 
 

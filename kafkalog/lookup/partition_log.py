@@ -51,7 +51,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kafkalog.checkpoint import LEADER_EPOCH_CHECKPOINT, EpochEntry, read_leader_epoch_checkpoint
+from kafkalog.checkpoint.leader_epoch import EpochEntry, read_leader_epoch_checkpoint
+from kafkalog.log.names import LEADER_EPOCH_CHECKPOINT
 from kafkalog.errors import CorruptIndexError, CorruptRecordError, KafkalogError, OffsetOutOfRangeError, OffsetOverflowError
 from kafkalog.format.compression import DEFAULT_MAX_BATCH_BYTES
 from kafkalog.format.decoder import decode_window

@@ -57,7 +57,7 @@ from typing import Optional, Sequence, Tuple
 
 import numpy as np
 
-from kafkalog.checkpoint import EpochEntry
+from kafkalog.checkpoint.leader_epoch import EpochEntry
 from kafkalog.errors import CorruptIndexError
 from kafkalog.index.offset_index import OffsetIndex
 from kafkalog.index.time_index import TimeIndex

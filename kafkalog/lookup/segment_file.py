@@ -13,10 +13,11 @@ from typing import Iterator, Optional, Tuple
 import numpy as np
 
 from kafkalog.errors import KafkalogError
-from kafkalog.format.file_records import (ERR_TRUNCATED, OK_END, OK_WINDOW, HeaderArrays, MappedFile, _scan,
+from kafkalog.format.file_records import (ERR_TRUNCATED, OK_END, OK_WINDOW, HeaderArrays, MappedFile, scan_window,
                                           scan_buffer, walk_error)
 from kafkalog.index.time_index import TIME_ENTRY_SIZE
 from kafkalog.log.segment import SegmentHandle
+from kafkalog.format.record_batch import LENGTH_OFFSET, LOG_OVERHEAD
 
 # --- constants ------------------------------------------------------------------------------
 
@@ -24,8 +25,6 @@ FIRST_WINDOW_BYTES = 16 << 10      # bytes of .log walked first from an index po
 MAX_WINDOW_BYTES = 8 << 20         # the walk doubles its window up to this
 WINDOW_BYTES_PER_SLOT = 64         # header slots allocated per window byte (more batches: another round)
 MAX_PREAD_SCAN_BYTES = 64 << 20    # a longer header scan (a rebuild) goes through a memory map
-LOG_OVERHEAD = 12                  # baseOffset int64 + batchLength int32, before every batch
-SIZE_FIELD_POS = 8                 # batchLength
 TIME_SLOT = struct.Struct(">qi")  # one .timeindex entry
 
 
@@ -85,11 +84,11 @@ def walk(seg: SegmentHandle, start: int, end: int, engine: str, *, tolerate: boo
         want = min(window, end - pos)
         buf = pread(seg, pos, want)
         if len(buf) >= LOG_OVERHEAD:
-            need = int.from_bytes(buf[SIZE_FIELD_POS:LOG_OVERHEAD].tobytes(), "big", signed=True) + LOG_OVERHEAD
+            need = int.from_bytes(buf[LENGTH_OFFSET:LOG_OVERHEAD].tobytes(), "big", signed=True) + LOG_OVERHEAD
             if want < need <= end - pos:                # one batch larger than the window
                 buf = pread(seg, pos, need)
         out = HeaderArrays.empty(max(16, len(buf) // WINDOW_BYTES_PER_SLOT))
-        n, status, stop = _scan(buf, 0, len(buf), 1 << 62, out, engine)
+        n, status, stop = scan_window(buf, 0, len(buf), 1 << 62, out, engine)
         if n:
             yield Window(buf, pos, out.head(n))
         window_cut = status == ERR_TRUNCATED and n > 0 and pos + len(buf) < end

@@ -12,8 +12,8 @@ import re
 from typing import Optional
 
 from kafkalog.lookup.rules import SPECIAL_TIMESTAMPS, TIME_NAMES
+from kafkalog.format.varint import INT64_MAX, INT64_MIN
 
-INT64_MIN, INT64_MAX = -2**63, 2**63 - 1
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 _ONE_MS = _dt.timedelta(milliseconds=1)
 _INTEGER = re.compile(r"[+-]?\d+")

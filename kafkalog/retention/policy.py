@@ -25,7 +25,8 @@ from dataclasses import dataclass, replace
 from typing import Callable, Optional, Sequence
 
 from kafkalog.config import LogConfig
-from kafkalog.log.segment import NO_TIMESTAMP, LogSegment
+from kafkalog.log.segment import LogSegment
+from kafkalog.format.record_batch import NO_TIMESTAMP
 
 LOG_START_OFFSET = "log_start_offset"
 RETENTION_BYTES = "retention.bytes"

@@ -53,7 +53,8 @@ from kafkalog.index.time_index import read_time_index
 from kafkalog.source.options import (EARLIEST, KIND_EARLIEST, KIND_LATEST, KIND_OFFSETS, KIND_TIMESTAMP,
                                      KIND_TIMESTAMPS, LATEST, STRATEGY_LATEST, OffsetSpec, SourceOptions,
                                      SourceOptionError, TopicPartition)
-from kafkalog.log.logdir import LIVE, scan_log_dirs
+from kafkalog.log.logdir import scan_log_dirs
+from kafkalog.log.names import LIVE
 from kafkalog.log.records_io import iter_segment
 
 MIN_TARGET_BYTES = 4 << 20          # Spark's spark.sql.files.openCostInBytes: no smaller piece unless asked

@@ -190,7 +190,7 @@ def _add_log_dir_arguments(p) -> None:
 def _find_partition_dirs(log_dirs: Sequence[str], topic: str, partitions: Optional[Sequence[int]]):
     """{partition: (partition folder, its log dir)} of the live replicas of ``topic``; a missing log
     dir, topic or partition, or a replica in two log dirs, is a KafkalogError saying what to do."""
-    from kafkalog.log.logdir import LIVE, parse_partition_dir_name
+    from kafkalog.log.names import LIVE, parse_partition_dir_name
 
     found: dict = {}
     topics: set = set()

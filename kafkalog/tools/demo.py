@@ -11,11 +11,16 @@ from typing import List
 
 import pyarrow as pa
 
-from kafkalog import checkpoint
+from kafkalog.checkpoint.leader_epoch import write_leader_epoch_checkpoint
+from kafkalog.checkpoint.offset import write_offset_checkpoint
+from kafkalog.checkpoint.partition_metadata import PartitionMetadata, write_partition_metadata
+from kafkalog.checkpoint.text import format_kafka_uuid
+from kafkalog.log.names import (CLEANER_OFFSET_CHECKPOINT, LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
+                                META_PROPERTIES, PARTITION_METADATA, RECOVERY_POINT_CHECKPOINT,
+                                REPLICATION_OFFSET_CHECKPOINT, format_partition_dir_name)
 from kafkalog.errors import UsageError
 from kafkalog.format.compression import parse_codec
 from kafkalog.format.schema import HEADERS_TYPE, TIMESTAMP_TYPE
-from kafkalog.log.logdir import format_partition_dir_name
 from kafkalog.log.records_io import write_segment
 
 DEMO_TOPIC = "demo-orders"
@@ -60,9 +65,9 @@ def generate_demo_log_dir(out, *, partitions: int = 3, records: int = 20_000, co
         for start in range(0, records, SEGMENT_RECORDS):
             logs.append(write_segment(pdir, table.slice(start, SEGMENT_RECORDS), compression=codec,
                                       overwrite=True))
-        checkpoint.write_leader_epoch_checkpoint(pdir / checkpoint.LEADER_EPOCH_CHECKPOINT, [(0, 0)])
-        checkpoint.write_partition_metadata(pdir / checkpoint.PARTITION_METADATA, checkpoint.PartitionMetadata(
-            0, checkpoint.format_kafka_uuid(uuid.UUID(int=rnd.getrandbits(128)).bytes)))
+        write_leader_epoch_checkpoint(pdir / LEADER_EPOCH_CHECKPOINT, [(0, 0)])
+        write_partition_metadata(pdir / PARTITION_METADATA, PartitionMetadata(
+            0, format_kafka_uuid(uuid.UUID(int=rnd.getrandbits(128)).bytes)))
         recovery[(topic, p)] = records
         hw[(topic, p)] = records
     if consumer_groups:
@@ -70,13 +75,13 @@ def generate_demo_log_dir(out, *, partitions: int = 3, records: int = 20_000, co
         for (t, p), end in write_consumer_offsets(out, topic=topic, partitions=partitions, records=records,
                                                   groups=consumer_groups, rnd=rnd).items():
             recovery[(t, p)] = hw[(t, p)] = end
-    checkpoint.write_offset_checkpoint(out / checkpoint.RECOVERY_POINT_CHECKPOINT, recovery)
-    checkpoint.write_offset_checkpoint(out / checkpoint.REPLICATION_OFFSET_CHECKPOINT, hw)
-    checkpoint.write_offset_checkpoint(out / checkpoint.LOG_START_OFFSET_CHECKPOINT, {})
-    checkpoint.write_offset_checkpoint(out / checkpoint.CLEANER_OFFSET_CHECKPOINT, {})
-    (out / checkpoint.META_PROPERTIES).write_text(
+    write_offset_checkpoint(out / RECOVERY_POINT_CHECKPOINT, recovery)
+    write_offset_checkpoint(out / REPLICATION_OFFSET_CHECKPOINT, hw)
+    write_offset_checkpoint(out / LOG_START_OFFSET_CHECKPOINT, {})
+    write_offset_checkpoint(out / CLEANER_OFFSET_CHECKPOINT, {})
+    (out / META_PROPERTIES).write_text(
         "#Written by kafkalog demo\nnode.id=1\nversion=1\ncluster.id=kafkalogDemoCluster000\n"
-        f"directory.id={checkpoint.format_kafka_uuid(uuid.UUID(int=rnd.getrandbits(128)).bytes)}\n")
+        f"directory.id={format_kafka_uuid(uuid.UUID(int=rnd.getrandbits(128)).bytes)}\n")
     return logs
 
 

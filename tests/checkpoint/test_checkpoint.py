@@ -10,34 +10,20 @@ from pathlib import Path
 import pytest
 from hypothesis import given, strategies as st
 
-from kafkalog import checkpoint as cp
-from kafkalog.checkpoint import (
-                                 CLEAN_SHUTDOWN_FILE,
-                                 LEADER_EPOCH_CHECKPOINT,
-                                 META_PROPERTIES,
-                                 OFFSET_CHECKPOINTS,
-                                 PARTITION_METADATA,
-                                 EpochEntry,
-                                 MetaProperties,
-                                 PartitionMetadata,
-                                 format_leader_epoch_checkpoint,
-                                 format_offset_checkpoint,
-                                 format_partition_metadata,
-                                 parse_clean_shutdown,
-                                 parse_leader_epoch_checkpoint,
-                                 parse_meta_properties,
-                                 parse_offset_checkpoint,
-                                 parse_partition_metadata,
-                                 parse_properties,
-                                 read_clean_shutdown,
-                                 read_leader_epoch_checkpoint,
-                                 read_meta_properties,
-                                 read_offset_checkpoint,
-                                 read_partition_metadata,
-                                 write_leader_epoch_checkpoint,
-                                 write_offset_checkpoint,
-                                 write_partition_metadata,
-                                 )
+from kafkalog.checkpoint.text import format_kafka_uuid, parse_kafka_uuid
+from kafkalog.log.names import (CLEAN_SHUTDOWN_FILE, LEADER_EPOCH_CHECKPOINT, META_PROPERTIES, OFFSET_CHECKPOINTS,
+                                PARTITION_METADATA, RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT)
+from kafkalog.checkpoint.clean_shutdown import parse_clean_shutdown, read_clean_shutdown
+from kafkalog.checkpoint.leader_epoch import (EpochEntry, format_leader_epoch_checkpoint,
+                                              parse_leader_epoch_checkpoint, read_leader_epoch_checkpoint,
+                                              write_leader_epoch_checkpoint)
+from kafkalog.checkpoint.meta_properties import MetaProperties, parse_meta_properties, read_meta_properties
+from kafkalog.checkpoint.offset import (format_offset_checkpoint, parse_offset_checkpoint, read_offset_checkpoint,
+                                        write_offset_checkpoint)
+from kafkalog.checkpoint.partition_metadata import (PartitionMetadata, format_partition_metadata,
+                                                    parse_partition_metadata, read_partition_metadata,
+                                                    write_partition_metadata)
+from kafkalog.properties import parse_properties
 from kafkalog.errors import CheckpointError
 
 
@@ -229,7 +215,7 @@ def test_partition_metadata_text():
     assert parse_partition_metadata(text + "\n") == parsed          # a trailing newline is fine
     assert parse_partition_metadata("version:\t0\ntopic_id:  ANSbgANISVKpCYcTMoFmMg") == parsed
     assert parse_partition_metadata("version: 1\ntopic_id: ANSbgANISVKpCYcTMoFmMg").version == 1  # downgrade-safe
-    assert cp.format_kafka_uuid(cp.parse_kafka_uuid("ANSbgANISVKpCYcTMoFmMg")) == "ANSbgANISVKpCYcTMoFmMg"
+    assert format_kafka_uuid(parse_kafka_uuid("ANSbgANISVKpCYcTMoFmMg")) == "ANSbgANISVKpCYcTMoFmMg"
 
 
 @pytest.mark.parametrize("text, where", [
@@ -322,7 +308,7 @@ def test_clean_shutdown(tmp_path):
 # --- files: atomic writes --------------------------------------------------------------------
 
 def test_atomic_write_replaces_existing_and_leaves_no_temp(tmp_path):
-    path = tmp_path / cp.RECOVERY_POINT_CHECKPOINT
+    path = tmp_path / RECOVERY_POINT_CHECKPOINT
     path.write_text("0\n1\nold 0 1\n")
     (tmp_path / (path.name + ".tmp")).write_text("stale junk from a crashed write")
     write_offset_checkpoint(path, {("t", 0): 5, ("a", 1): 2})
@@ -350,7 +336,7 @@ def test_atomic_write_fsyncs_file_then_directory(tmp_path, monkeypatch):
 
 
 def test_atomic_write_failure_keeps_old_file_and_removes_temp(tmp_path, monkeypatch):
-    path = tmp_path / cp.REPLICATION_OFFSET_CHECKPOINT
+    path = tmp_path / REPLICATION_OFFSET_CHECKPOINT
     path.write_text("0\n1\nt 0 1\n")
 
     def failing_replace(src, dst):

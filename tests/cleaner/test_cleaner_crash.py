@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from kafkalog.checkpoint import CLEANER_OFFSET_CHECKPOINT, read_offset_checkpoint
+from kafkalog.checkpoint.offset import read_offset_checkpoint
+from kafkalog.log.names import CLEANER_OFFSET_CHECKPOINT
 from kafkalog.cleaner import clean_log_dir, clean_partition, recover_log_dirs
 from kafkalog.cleaner.swap import STEP_CHECKPOINT, STEP_INSTALL
 from kafkalog.tools.cli import main

@@ -6,12 +6,11 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from hypothesis import HealthCheck, event, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, event, given, settings, strategies as st
 
-from kafkalog.checkpoint import REPLICATION_OFFSET_CHECKPOINT, write_offset_checkpoint
+from kafkalog.checkpoint.offset import write_offset_checkpoint
+from kafkalog.log.names import REPLICATION_OFFSET_CHECKPOINT, format_segment_file_name
 from kafkalog.format import control_record as cr
-from kafkalog.log.logdir import format_segment_file_name
 
 from cleaner_model import (DAY, T0, TOPIC, clean, data, encode, flatten, marker, read_partition,
                            records_of, reference_round, write_partition, aborted_txns)

@@ -36,7 +36,7 @@ def test_varint_round_trip(v):
     out = bytearray()
     write_varint(v, out)
     assert read_varint(bytes(out), 0) == (v, len(out))
-    assert tuple(int(x) for x in acc._varint(np.frombuffer(bytes(out), np.uint8), 0, len(out))) == (v, len(out))
+    assert tuple(int(x) for x in acc.read_varint(np.frombuffer(bytes(out), np.uint8), 0, len(out))) == (v, len(out))
 
 
 @SETTINGS
@@ -45,14 +45,14 @@ def test_varlong_round_trip(v):
     out = bytearray()
     write_varlong(v, out)
     assert read_varlong(bytes(out), 0) == (v, len(out))
-    assert tuple(int(x) for x in acc._varlong(np.frombuffer(bytes(out), np.uint8), 0, len(out))) == (v, len(out))
+    assert tuple(int(x) for x in acc.read_varlong(np.frombuffer(bytes(out), np.uint8), 0, len(out))) == (v, len(out))
 
 
 @SETTINGS
 @given(st.binary(min_size=0, max_size=12))
 def test_varint_engines_agree_on_any_bytes(data):
     arr = np.frombuffer(data, np.uint8) if data else np.zeros(0, np.uint8)
-    for ref_fn, acc_fn in ((read_varint, acc._varint), (read_varlong, acc._varlong)):
+    for ref_fn, acc_fn in ((read_varint, acc.read_varint), (read_varlong, acc.read_varlong)):
         try:
             expected = ref_fn(data, 0)
         except KafkalogError:

@@ -18,7 +18,8 @@ from kafkalog.index.offset_index import OffsetIndex, read_offset_index, write_of
 from kafkalog.index.time_index import read_time_index
 from kafkalog.index.transaction_index import (AbortedTxn, TransactionIndex, parse_transaction_index,
                                               write_transaction_index)
-from kafkalog.index.verify import CORRUPT, IDENTICAL, MISSING, VALID, verify_segment
+from kafkalog.index.verdicts import CORRUPT, IDENTICAL, MISSING, VALID
+from kafkalog.index.verify import verify_segment
 from kafkalog.log.logdir import scan_partition_dir
 from kafkalog.index.reindex import (CORRUPT_TAIL_PREFIX, corrupt_tail_file_name, rebuild_indexes, reindex_partition,
                                     truncate_corrupt_tail)

@@ -5,20 +5,19 @@ import os
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from kafkalog.errors import CorruptIndexError, InvalidFileNameError, OffsetOverflowError
 from kafkalog.index import (
                             OFFSET_ENTRY_SIZE,
                             OffsetIndex,
-                            base_offset_from_index_name,
                             empty_offset_index,
                             parse_offset_index,
                             read_offset_index,
                             write_offset_index,
                             )
 from kafkalog.index.offset_index import OFFSET_ENTRY_DTYPE
+from kafkalog.log.names import base_offset_of
 
 PREALLOCATED_INDEX_BYTES = 10 * 1024 * 1024  # segment.index.bytes default, 1,310,720 slots
 
@@ -148,13 +147,15 @@ def test_sanity_check_only_looks_at_the_last_entry_like_kafka():
 
 
 def test_file_names():
-    assert base_offset_from_index_name("/x/00000000000000368769.index", "index") == 368769
-    assert base_offset_from_index_name("00000000000000000007.index.swap", "index") == 7
-    assert base_offset_from_index_name("00000000000000000007.index.cleaned", "index") == 7
+    assert base_offset_of("/x/00000000000000368769.index", "index") == 368769
+    assert base_offset_of("00000000000000000007.index.swap", "index") == 7
+    assert base_offset_of("00000000000000000007.index.cleaned", "index") == 7
+    # the one strict segment-name parser takes Kafka's %020d as a minimum width, as the log-dir scan does
+    assert base_offset_of("000000000000000368769.index", "index") == 368769
     for bad in ["368769.index", "00000000000000368769.timeindex", "0000000000000036876x.index",
-                "00000000000000368769.index.tmp", "000000000000000368769.index"]:
+                "00000000000000368769.index.tmp", "09223372036854775808.index"]:
         with pytest.raises(InvalidFileNameError) as info:
-            base_offset_from_index_name(bad, "index")
+            base_offset_of(bad, "index")
         assert bad in str(info.value)
 
 

@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from kafkalog import checkpoint
+from kafkalog.checkpoint.leader_epoch import write_leader_epoch_checkpoint
+from kafkalog.checkpoint.offset import read_offset_checkpoint, write_offset_checkpoint
 from kafkalog.log import durable
-from kafkalog.log.durable import (FenceLostError, Ownership, OwnershipError, SymlinkRefusedError, can_give, fenced,
-                                  ownership_problem)
-from kafkalog.log.logdir import LockFence, held_fences, lock_log_dir
+from kafkalog.log.durable import Ownership, can_give, fenced, ownership_problem
+from kafkalog.errors import FenceLostError, OwnershipError, SymlinkRefusedError
+from kafkalog.log.lock import LockFence, held_fences, lock_log_dir
 
 from logdirs import make_partition
 
@@ -30,13 +31,13 @@ root_only = pytest.mark.skipif(os.geteuid() != 0, reason="giving files another o
 @root_only
 def test_a_replaced_file_keeps_owner_group_and_mode(tmp_path):
     target = tmp_path / "replication-offset-checkpoint"
-    checkpoint.write_offset_checkpoint(target, {("t", 0): 1})
+    write_offset_checkpoint(target, {("t", 0): 1})
     os.chown(target, OTHER_UID, OTHER_GID)
     os.chmod(target, 0o640)
-    checkpoint.write_offset_checkpoint(target, {("t", 0): 2})
+    write_offset_checkpoint(target, {("t", 0): 2})
     st = target.stat()
     assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (OTHER_UID, OTHER_GID, 0o640)
-    assert checkpoint.read_offset_checkpoint(target) == {("t", 0): 2}
+    assert read_offset_checkpoint(target) == {("t", 0): 2}
     assert sorted(p.name for p in tmp_path.iterdir()) == [target.name]      # no .tmp left
 
 
@@ -68,7 +69,7 @@ def test_writes_never_follow_a_symlink(tmp_path):
     with pytest.raises(SymlinkRefusedError):
         durable.write_file(folder / "00000000000000000000.log.cleaned", b"overwritten")
     (folder / "leader-epoch-checkpoint.tmp").symlink_to(outside)
-    checkpoint.write_leader_epoch_checkpoint(folder / "leader-epoch-checkpoint", [])   # stale temp link: replaced
+    write_leader_epoch_checkpoint(folder / "leader-epoch-checkpoint", [])   # stale temp link: replaced
     assert not (folder / "leader-epoch-checkpoint").is_symlink()
     (folder / "00000000000000000005.index").symlink_to(outside)
     with pytest.raises(SymlinkRefusedError):
@@ -146,7 +147,7 @@ def test_a_fence_of_this_process_holds_while_the_lock_is_held(tmp_path):
 
 DRIVER = r"""
 import json, sys, time
-from kafkalog.log.logdir import held_fences, lock_log_dir
+from kafkalog.log.lock import held_fences, lock_log_dir
 with lock_log_dir(sys.argv[1]):
     fence = held_fences()[sys.argv[1]]
     print(json.dumps(fence.__dict__), flush=True)
@@ -156,7 +157,7 @@ with lock_log_dir(sys.argv[1]):
 WORKER = r"""
 import json, os, sys, time
 from kafkalog.log import durable
-from kafkalog.log.logdir import LockFence
+from kafkalog.log.lock import LockFence
 fence = LockFence(**json.loads(sys.argv[2]))
 folder = sys.argv[1]
 with durable.fenced([fence]):

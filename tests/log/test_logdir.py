@@ -12,22 +12,13 @@ from pathlib import Path
 import pytest
 from hypothesis import given, strategies as st
 
-from kafkalog.log import logdir
+from kafkalog.log import lock, names
 from kafkalog.errors import InvalidFileNameError, LogDirLockedError
-from kafkalog.log.logdir import (
-                                 SEGMENT_SUFFIXES,
-                                 TEMP_SUFFIXES,
-                                 SegmentFileName,
-                                 format_partition_dir_name,
-                                 format_segment_file_name,
-                                 is_locked,
-                                 lock_log_dir,
-                                 parse_partition_dir_name,
-                                 parse_segment_file_name,
-                                 scan_log_dir,
-                                 scan_log_dirs,
-                                 scan_partition_dir,
-                                 )
+from kafkalog.log.lock import is_locked, lock_log_dir
+from kafkalog.log.logdir import scan_log_dir, scan_log_dirs, scan_partition_dir
+from kafkalog.log.names import (SEGMENT_SUFFIXES, TEMP_SUFFIXES, SegmentFileName, format_partition_dir_name,
+                                format_segment_file_name, offset_from_file_name, parse_partition_dir_name,
+                                parse_segment_file_name)
 
 HEX = "2308294e39dc4a44ab8183f587805af2"
 
@@ -83,7 +74,7 @@ topics = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0
                  min_size=1, max_size=200).filter(lambda t: t not in (".", ".."))
 
 
-@given(topics, st.integers(0, 2**31 - 1), st.sampled_from(logdir.PARTITION_DIR_KINDS),
+@given(topics, st.integers(0, 2**31 - 1), st.sampled_from(names.PARTITION_DIR_KINDS),
        st.text(alphabet="0123456789abcdef", min_size=32, max_size=32))
 def test_partition_dir_name_round_trip(topic, partition, kind, unique_id):
     name = format_partition_dir_name(topic, partition, kind, unique_id)
@@ -118,6 +109,17 @@ def test_parse_segment_file_name(name, expected):
 def test_parse_segment_file_name_refuses_garbage(name):
     with pytest.raises(InvalidFileNameError):
         parse_segment_file_name(name)
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("00000000000000368769.log", 368769), ("00000000000000000007.index.swap", 7),
+    ("5.log", 5), ("+5.timeindex", 5), ("-1.log", -1),           # Long.parseLong takes a sign
+    ("9223372036854775807.log", 2**63 - 1), ("9223372036854775808.log", None),   # out of a long: Kafka throws
+    ("-9223372036854775808.x", -2**63), ("00000000000000000000", None),          # no dot: Kafka throws
+    ("abc.log", None), (".log", None), ("1 .log", None), ("1e3.log", None),
+])
+def test_offset_from_file_name_is_kafkas_lenient_parser(name, expected):
+    assert offset_from_file_name(name) == expected
 
 
 def test_format_segment_file_name():
@@ -394,7 +396,7 @@ def test_is_locked_without_lock_file_does_not_create_it(tmp_path):
 
 @pytest.mark.parametrize("use_getlk", [True, False], ids=["F_OFD_GETLK", "lockf-probe"])
 def test_lock_held_by_another_process_is_detected_and_refused(tmp_path, holder_factory, monkeypatch, use_getlk):
-    monkeypatch.setattr(logdir, "_USE_GETLK", use_getlk and logdir._USE_GETLK)
+    monkeypatch.setattr(lock, "_USE_GETLK", use_getlk and lock._USE_GETLK)
     holder = holder_factory(tmp_path)
     assert is_locked(tmp_path) is True
     assert is_locked(tmp_path) is True           # checking did not take or disturb the lock
@@ -417,7 +419,7 @@ def test_lock_held_by_another_process_is_detected_and_refused(tmp_path, holder_f
 HOLD_LOCK_AS = r"""
 import fcntl, os, sys
 if sys.argv[2] == "kafkalog":
-    from kafkalog.log.logdir import lock_log_dir
+    from kafkalog.log.lock import lock_log_dir
     held = lock_log_dir(os.path.dirname(sys.argv[1]))
     held.__enter__()
 else:                                            # FileChannel.tryLock(): [0, Long.MAX_VALUE)
@@ -428,7 +430,7 @@ sys.stdin.read()
 """
 
 
-@pytest.mark.skipif(not logdir._USE_GETLK, reason="needs F_OFD_GETLK/F_GETLK to see the holder")
+@pytest.mark.skipif(not lock._USE_GETLK, reason="needs F_OFD_GETLK/F_GETLK to see the holder")
 @pytest.mark.parametrize("kind, expected", [("kafkalog", "another kafkalog job (PID {pid}"),
                                             ("java", "a broker or other Java process (PID {pid}")])
 def test_lock_message_says_what_holds_it(tmp_path, kind, expected):
@@ -441,7 +443,7 @@ def test_lock_message_says_what_holds_it(tmp_path, kind, expected):
             with lock_log_dir(tmp_path):
                 pytest.fail("took a held lock")
         assert expected.format(pid=proc.pid) in str(info.value)
-        assert logdir.describe_lock_holder(tmp_path).startswith(expected.format(pid=proc.pid))
+        assert lock.describe_lock_holder(tmp_path).startswith(expected.format(pid=proc.pid))
         assert probe_from_another_process(tmp_path / ".lock") == "held"   # a broker's tryLock is refused
     finally:
         proc.stdin.close()

@@ -19,18 +19,19 @@ from typing import List, Optional
 import numpy as np
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from kafkalog import write_segment
-from kafkalog.checkpoint import (LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
-                                 EpochEntry, write_leader_epoch_checkpoint, write_offset_checkpoint)
+from kafkalog.checkpoint.leader_epoch import EpochEntry, write_leader_epoch_checkpoint
+from kafkalog.checkpoint.offset import write_offset_checkpoint
+from kafkalog.log.names import (LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
+                                format_segment_file_name)
 from kafkalog.errors import CorruptRecordError
 from kafkalog.format import record_batch as rb
 from kafkalog.index.builder import build_indexes
 from kafkalog.index.offset_index import write_offset_index
 from kafkalog.index.time_index import write_time_index
-from kafkalog.log.logdir import format_segment_file_name
+from kafkalog.log.names import format_segment_file_name
 from kafkalog.errors import OffsetOutOfRangeError
 from kafkalog.log.local_log import high_watermark, log_start_offset
 from kafkalog.log.segment import largest_timestamp, running_max

@@ -19,11 +19,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kafkalog import checkpoint
+from kafkalog.checkpoint.leader_epoch import write_leader_epoch_checkpoint
+from kafkalog.checkpoint.offset import write_offset_checkpoint
+from kafkalog.log.names import LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, format_segment_file_name
 from kafkalog.config import configs_from_mappings
 from kafkalog.format import record_batch as rb
 from kafkalog.index import build_indexes
-from kafkalog.log.logdir import format_segment_file_name
+from kafkalog.log.names import format_segment_file_name
 from kafkalog.lookup.partition_log import lookup_offsets
 from kafkalog.lookup.rules import (EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP, LATEST_TIMESTAMP,
                                    MAX_TIMESTAMP, UNKNOWN_TIMESTAMP)
@@ -109,7 +111,7 @@ def test_should_delete_start_offset_breached_segments_when_policy_does_not_inclu
     """shouldDeleteStartOffsetBreachedSegmentsWhenPolicyDoesNotIncludeDelete: the log start offset
     moved to 11 (DeleteRecords); segments wholly below it go even on a compact-only topic."""
     log = one_record_log(tmp_path)
-    checkpoint.write_offset_checkpoint(log.root / checkpoint.LOG_START_OFFSET_CHECKPOINT, {(TOPIC, 0): 11})
+    write_offset_checkpoint(log.root / LOG_START_OFFSET_CHECKPOINT, {(TOPIC, 0): 11})
     out = delete_old_segments(log, T0 + 10_000_000, retention_ms=10_000, cleanup_policy="compact")
     assert segments(log) == 1
     assert out["new_log_start_offset"] == 11
@@ -146,14 +148,14 @@ def test_fetch_offset_by_timestamp_includes_leader_epoch(tmp_path):
     assert answer(d, 0) is None                               # an empty log has no answer
     first, second = T0, T0 + 1
     write_batches(d, [(first, 0), (second, 1)])
-    epochs = d / checkpoint.LEADER_EPOCH_CHECKPOINT
-    checkpoint.write_leader_epoch_checkpoint(epochs, [(0, 0), (1, 1)])
+    epochs = d / LEADER_EPOCH_CHECKPOINT
+    write_leader_epoch_checkpoint(epochs, [(0, 0), (1, 1)])
     assert answer(d, first) == (first, 0, 0)
     assert answer(d, second) == (second, 1, 1)
     assert answer(d, EARLIEST_TIMESTAMP) == (UNKNOWN_TIMESTAMP, 0, 0)
     assert answer(d, EARLIEST_LOCAL_TIMESTAMP) == (UNKNOWN_TIMESTAMP, 0, 0)
     assert answer(d, LATEST_TIMESTAMP) == (UNKNOWN_TIMESTAMP, 2, 1)
-    checkpoint.write_leader_epoch_checkpoint(epochs, [(0, 0), (1, 1), (2, 2)])   # maybeAssignEpochStartOffset(2, 2)
+    write_leader_epoch_checkpoint(epochs, [(0, 0), (1, 1), (2, 2)])   # maybeAssignEpochStartOffset(2, 2)
     assert answer(d, LATEST_TIMESTAMP) == (UNKNOWN_TIMESTAMP, 2, 2)
 
 

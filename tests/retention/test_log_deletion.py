@@ -11,10 +11,13 @@ from kafkalog.log.local_log import load_partition_path
 from kafkalog.config import configs_from_mappings
 from kafkalog.retention.deletion import (MAX_TAG, MIN_TAG, PlanOutdatedError, apply_plan, deletion_stamp_ns, renamed_by_run,
                                          run_tag, truncate_epochs_from_start, updated_log_start_offsets)
-from kafkalog.checkpoint import EpochEntry
+from kafkalog.checkpoint.leader_epoch import EpochEntry
 from kafkalog.retention.policy import LogState, plan_retention
 from kafkalog.retention.run import EARLIER_ATTEMPT, finish_log_dir, retain_partition, retention_summary
 from kafkalog.log.records_io import read_segment
+from kafkalog.checkpoint.leader_epoch import read_leader_epoch_checkpoint, write_leader_epoch_checkpoint
+from kafkalog.checkpoint.offset import read_offset_checkpoint
+from kafkalog.log.names import LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT
 
 from logdirs import make_partition, snapshot, write_checkpoints
 
@@ -26,7 +29,7 @@ def old_and_new(tmp_path, *, hw=None):
     """t-0: three old segments (day 1..3) and an active one from today."""
     folder = make_partition(tmp_path, "t", 0, [[1 * DAY, 1 * DAY + 5], [2 * DAY], [3 * DAY], [NOW - 10, NOW - 5]])
     write_checkpoints(tmp_path, high_watermarks={("t", 0): 6 if hw is None else hw}, log_start_offsets={})
-    checkpoint.write_leader_epoch_checkpoint(folder / checkpoint.LEADER_EPOCH_CHECKPOINT, [(0, 0), (3, 2), (5, 4)])
+    write_leader_epoch_checkpoint(folder / LEADER_EPOCH_CHECKPOINT, [(0, 0), (3, 2), (5, 4)])
     (folder / "00000000000000000002.snapshot").write_bytes(b"")
     return folder
 
@@ -59,7 +62,7 @@ def test_execute_renames_then_purges_after_the_delay(tmp_path):
     assert read_segment(folder / "00000000000000000004.log").num_rows == kept_rows
     # leader epochs truncated from the start at the new log start offset
     # leader epochs truncated from the start at the new log start offset 4: (5, 4) is the last removed
-    assert checkpoint.read_leader_epoch_checkpoint(folder / checkpoint.LEADER_EPOCH_CHECKPOINT) == [EpochEntry(5, 4)]
+    assert read_leader_epoch_checkpoint(folder / LEADER_EPOCH_CHECKPOINT) == [EpochEntry(5, 4)]
     assert finish_log_dir(tmp_path, [out])["changed"] == []   # log start == first base: no entry needed
     # a second run at the same time changes nothing, and claims nothing the first one did
     before = snapshot(tmp_path)
@@ -112,7 +115,7 @@ def test_log_start_inside_a_segment_is_kept_in_the_checkpoint(tmp_path):
     out = run(tmp_path, folder, execute=True)
     assert out["segments_deleted"] == 1 and out["new_log_start_offset"] == 3
     assert finish_log_dir(tmp_path, [out])["changed"] == []
-    assert checkpoint.read_offset_checkpoint(tmp_path / checkpoint.LOG_START_OFFSET_CHECKPOINT) == {
+    assert read_offset_checkpoint(tmp_path / LOG_START_OFFSET_CHECKPOINT) == {
         ("t", 0): 3, ("u", 1): 9}
 
 
@@ -178,7 +181,7 @@ def test_a_pending_compaction_swap_is_refused(tmp_path):
 
 def test_a_malformed_leader_epoch_file_stops_before_any_rename(tmp_path):
     folder = old_and_new(tmp_path)
-    (folder / checkpoint.LEADER_EPOCH_CHECKPOINT).write_text("0\n1\n3 x\n")
+    (folder / LEADER_EPOCH_CHECKPOINT).write_text("0\n1\n3 x\n")
     before = snapshot(tmp_path)
     out = run(tmp_path, folder, execute=True)
     assert out["status"] == "error" and "leader-epoch-checkpoint" in out["message"]
@@ -187,7 +190,7 @@ def test_a_malformed_leader_epoch_file_stops_before_any_rename(tmp_path):
 
 def test_no_roll_that_would_lose_producer_state(tmp_path):
     from kafkalog.format import record_batch as rb
-    from kafkalog.log.logdir import format_segment_file_name
+    from kafkalog.log.names import format_segment_file_name
     folder = tmp_path / "t-0"
     folder.mkdir()
     for base, ts in ((0, DAY), (2, 2 * DAY)):          # idempotent batches, no snapshot at the log end
@@ -250,8 +253,8 @@ def test_a_retried_task_reports_what_its_lost_attempt_deleted(tmp_path, monkeypa
     assert retry["new_log_start_offset"] == undisturbed["new_log_start_offset"] == 4
     assert sorted(os.listdir(folder)) == sorted(os.listdir(whole))
     assert finish_log_dir(tmp_path / "retried", [retry])["changed"] == ["t-0"]
-    ckpt = checkpoint.LOG_START_OFFSET_CHECKPOINT
-    assert checkpoint.read_offset_checkpoint(tmp_path / "retried" / ckpt) == {("u", 0): 7}
+    ckpt = LOG_START_OFFSET_CHECKPOINT
+    assert read_offset_checkpoint(tmp_path / "retried" / ckpt) == {("u", 0): 7}
     assert (tmp_path / "retried" / ckpt).read_bytes() == (tmp_path / "whole" / ckpt).read_bytes()
     totals = retention_summary([retry])
     assert totals["segments_deleted"] + totals["segments_deleted_earlier"] == 3
@@ -266,7 +269,7 @@ def test_a_retry_after_a_whole_attempt_still_rewrites_the_checkpoint(tmp_path):
     retry = run(tmp_path, folder, execute=True, tag=tag)
     assert (retry["segments_deleted"], retry["segments_deleted_earlier"]) == (0, 3)
     assert finish_log_dir(tmp_path, [retry])["changed"] == ["t-0"]
-    assert checkpoint.read_offset_checkpoint(tmp_path / checkpoint.LOG_START_OFFSET_CHECKPOINT) == {}
+    assert read_offset_checkpoint(tmp_path / LOG_START_OFFSET_CHECKPOINT) == {}
 
 
 def test_only_a_retry_of_the_same_run_claims_its_renames(tmp_path):

@@ -6,11 +6,11 @@ import json
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import kafkalog
-from kafkalog import checkpoint
+from kafkalog.checkpoint.offset import write_offset_checkpoint
+from kafkalog.log.names import REPLICATION_OFFSET_CHECKPOINT
 from kafkalog.source.options import (KIND_OFFSETS, KIND_TIMESTAMP, READ_COMMITTED, SourceOptionError,
                                      java_regex_to_python, parse_source_options)
 from kafkalog.source.scan_plan import (MIN_TARGET_BYTES, Bounds, Piece, Predicate, bounds_from_predicates, cut, pack,
@@ -181,7 +181,7 @@ def test_latest_without_checkpoint_is_the_log_end(tmp_path):
     opts = parse_source_options({"path": str(tmp_path), "assign": '{"orders":[0]}'})
     assert {p.offset_hi for t in plan_scan(opts, Bounds(), parallelism=2) for p in t.pieces} == \
         {parts[("orders", 0)].log_end_offset}
-    checkpoint.write_offset_checkpoint(tmp_path / checkpoint.REPLICATION_OFFSET_CHECKPOINT, {("orders", 0): 9})
+    write_offset_checkpoint(tmp_path / REPLICATION_OFFSET_CHECKPOINT, {("orders", 0): 9})
     assert {p.offset_hi for t in plan_scan(opts, Bounds(), parallelism=2) for p in t.pieces} == {9}
 
 

@@ -18,6 +18,8 @@ import kafkalog  # noqa: E402
 from kafkalog import checkpoint  # noqa: E402
 from kafkalog.lookup.partition_log import PartitionLog  # noqa: E402
 from kafkalog.format.schema import RECORD_SCHEMA  # noqa: E402
+from kafkalog.checkpoint.offset import read_offset_checkpoint, write_offset_checkpoint
+from kafkalog.log.names import LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
 from kafka_python_logs import (all_records, make_transactional_partition, standard_log_dir,  # noqa: E402
                                timestamps)
 
@@ -145,7 +147,7 @@ def test_per_partition_offsets_with_earliest_and_latest(spark, logs):
 
 def test_latest_is_the_checkpointed_high_watermark(spark, tmp_path):
     parts = standard_log_dir(tmp_path)
-    checkpoint.write_offset_checkpoint(tmp_path / checkpoint.REPLICATION_OFFSET_CHECKPOINT, {("orders", 0): 42})
+    write_offset_checkpoint(tmp_path / REPLICATION_OFFSET_CHECKPOINT, {("orders", 0): 42})
     actual = _read(spark, tmp_path, subscribe="orders").orderBy(*ORDER)
     keep = lambda tp, r: tp[0] == "orders" and (tp[1] != 0 or r["offset"] < 42)   # noqa: E731
     assert_df_equality(actual, _expected(spark, all_records(parts, keep=keep)))
@@ -197,7 +199,7 @@ def test_starting_timestamp_past_the_end(spark, logs):
 
 def test_fail_on_data_loss(spark, tmp_path):
     parts = standard_log_dir(tmp_path)
-    checkpoint.write_offset_checkpoint(tmp_path / checkpoint.LOG_START_OFFSET_CHECKPOINT, {("orders", 1): 25})
+    write_offset_checkpoint(tmp_path / LOG_START_OFFSET_CHECKPOINT, {("orders", 1): 25})
     starting = json.dumps({"orders": {"0": -2, "1": 3, "2": -2}})
     with pytest.raises(Exception, match=r"orders-1 starts at offset 3, below its log start offset 25"):
         _read(spark, tmp_path, subscribe="orders", startingOffsets=starting).collect()
@@ -347,7 +349,7 @@ def test_pushdown_on_and_off_give_the_same_rows(spark, logs, where):
 
 def _real_partition_dirs(root: Path):
     from kafkalog.errors import KafkalogError
-    from kafkalog.log.logdir import parse_partition_dir_name
+    from kafkalog.log.names import parse_partition_dir_name
     out = []
     for folder in sorted({p.parent for p in root.rglob("*.log")}):
         try:
@@ -373,9 +375,9 @@ def test_real_fixtures_equal_read_segment(spark, real_fixtures, tmp_path):
             continue        # a damaged fixture: test_real_fixtures covers how it is refused
         with PartitionLog(folder) as log:
             lso, leo = log.log_start_offset, log.log_end_offset
-            hw_known = (folder.parent / checkpoint.REPLICATION_OFFSET_CHECKPOINT).exists() and \
-                (log.topic, log.partition) in checkpoint.read_offset_checkpoint(
-                    folder.parent / checkpoint.REPLICATION_OFFSET_CHECKPOINT)
+            hw_known = (folder.parent / REPLICATION_OFFSET_CHECKPOINT).exists() and \
+                (log.topic, log.partition) in read_offset_checkpoint(
+                    folder.parent / REPLICATION_OFFSET_CHECKPOINT)
             end = log.high_watermark if hw_known else leo
             topic, partition = log.topic, log.partition
         table = pa.concat_tables(segs)

@@ -21,6 +21,8 @@ from kafkalog.log.local_log import load_partition_path  # noqa: E402
 from kafkalog.retention.deletion import deletion_stamp_ns, run_tag  # noqa: E402
 from udfs import catalog_job, delta_tables, retention_job  # noqa: E402
 from udfs.job import run  # noqa: E402
+from kafkalog.checkpoint.offset import read_offset_checkpoint
+from kafkalog.log.names import LOG_START_OFFSET_CHECKPOINT
 
 from logdirs import make_partition, snapshot, write_checkpoints  # noqa: E402
 from log.test_logdir import HOLD_LOCK  # noqa: E402
@@ -121,7 +123,7 @@ def test_log_start_offset_checkpoint_is_rewritten(spark, tmp_path):
     code = retention_job.main(["--log-dirs", str(tmp_path / "d"), "--now-ms", str(NOW), "--execute"], spark=spark)
     assert code == 0
     assert not (folder / "00000000000000000000.log").exists()
-    assert checkpoint.read_offset_checkpoint(tmp_path / "d" / checkpoint.LOG_START_OFFSET_CHECKPOINT) == {
+    assert read_offset_checkpoint(tmp_path / "d" / LOG_START_OFFSET_CHECKPOINT) == {
         ("t", 0): 4, ("x", 0): 2}
 
 

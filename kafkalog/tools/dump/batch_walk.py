@@ -18,11 +18,11 @@ from kafkalog.errors import (BatchSizeError, InvalidRecordError, KafkalogError, 
                              UnknownMagicError)
 from kafkalog.format import legacy_record as legacy
 from kafkalog.format import record_batch as rb
+from kafkalog.format.record_batch import LOG_OVERHEAD
 from kafkalog.format.compression import CODEC_NAMES, DEFAULT_MAX_BATCH_BYTES
 from kafkalog.format.records_reference import decode_legacy_entry, iter_v2_batch, legacy_rows
 
 HEADER_SIZE_UP_TO_MAGIC = 17                     # FileLogInputStream: 17 bytes or fewer left ends the walk
-LOG_OVERHEAD = 12
 MIN_RECORD_SIZE = legacy.RECORD_OVERHEAD_V0      # 14: "smaller than minimum record overhead"
 RECORD_CHUNK = 1 << 20       # records of one v2 batch parsed at a time by a deep iteration
 

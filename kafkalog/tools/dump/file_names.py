@@ -6,13 +6,12 @@ import re
 from typing import Optional
 
 from kafkalog.errors import InvalidFileNameError
+from kafkalog.log.names import offset_from_file_name
 
-INT64_MAX = (1 << 63) - 1
 RECORD_SUFFIXES = (".log", ".bin", ".checkpoint")
 OTHER_SUFFIXES = (".index", ".timeindex", ".txnindex", ".snapshot")    # dumped by their own readers
 BOOTSTRAP_SNAPSHOT = "bootstrap.checkpoint"
 KRAFT_SNAPSHOT = re.compile(r"(\d{20})-(\d{10})\.checkpoint")
-_LEADING_DIGITS = re.compile(r"\d+")
 
 
 def dumps_file_kind(path) -> bool:
@@ -35,19 +34,9 @@ def absolute_path(path: str) -> str:
     return path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
 
 
-def name_offset(name: str) -> Optional[int]:
-    """The base offset Kafka reads from a file name: the text before the first dot, when it is a
-    number that fits a long (Kafka: ``name.split("\\.")(0).toLong``)."""
-    prefix = name.split(".", 1)[0]
-    if not _LEADING_DIGITS.fullmatch(prefix):
-        return None
-    value = int(prefix)
-    return value if value <= INT64_MAX else None
-
-
 def base_offset_or_raise(path: str, suffix: str) -> int:
     name = os.path.basename(path)
-    value = name_offset(name)
+    value = offset_from_file_name(name)
     if value is None:
         raise InvalidFileNameError(
             f"file name {name!r} does not start with a base offset, so the {suffix} entries cannot be placed",

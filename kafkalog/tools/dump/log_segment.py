@@ -13,10 +13,11 @@ from kafkalog.format.file_records import MappedFile
 from kafkalog.tools.dump.batch_walk import (BatchView, RecordView, decode_records, legacy_first_offset, read_batch,
                                             tail_error, walk_batches)
 from kafkalog.tools.dump.control_records import control_record_info
-from kafkalog.tools.dump.file_names import BOOTSTRAP_SNAPSHOT, KRAFT_SNAPSHOT, absolute_path, name_offset
+from kafkalog.tools.dump.file_names import BOOTSTRAP_SNAPSHOT, KRAFT_SNAPSHOT, absolute_path
 from kafkalog.tools.dump.options import coordinator_record_types
 from kafkalog.tools.dump.output import (NO_HINT, STDERR, FileSummary, Line, b64, drop_generic_hint, java_bool,
                                         optional_long, string_decoder, utf8_or_none)
+from kafkalog.log.names import offset_from_file_name
 
 if TYPE_CHECKING:
     from kafkalog.tools.dump.dumper import Dumper
@@ -83,7 +84,7 @@ def dump_record_file(run: "Dumper", path: str, s: FileSummary) -> Iterator[Line]
         try:
             end = len(mv) if o.max_bytes is None else min(len(mv), o.max_bytes)
             if header is None:
-                start = name_offset(name)
+                start = offset_from_file_name(name)
                 if start is None:
                     start = first_base_offset(run, mv, end, path)
                 s.start_offset = start

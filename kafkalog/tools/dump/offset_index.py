@@ -9,11 +9,11 @@ from kafkalog.tools.dump.batch_walk import read_batch, walk_batches
 from kafkalog.tools.dump.file_names import absolute_path
 from kafkalog.tools.dump.index_file import load_index, open_log_for_index, sanity_check
 from kafkalog.tools.dump.output import NO_HINT, FileSummary, Line
+from kafkalog.index.offset_index import OFFSET_ENTRY_SIZE
 
 if TYPE_CHECKING:
     from kafkalog.tools.dump.dumper import Dumper
 
-OFFSET_ENTRY_SIZE = 8
 
 
 def dump_offset_index(run: "Dumper", path: str, s: FileSummary) -> Iterator[Line]:

@@ -5,8 +5,8 @@ from dataclasses import dataclass
 from typing import Optional
 
 from kafkalog.format.compression import DEFAULT_MAX_BATCH_BYTES
+from kafkalog.format.varint import INT32_MAX
 
-INT32_MAX = (1 << 31) - 1
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024       # --max-message-size default (DumpLogSegments)
 
 OFFSETS_DECODER = "offsets"                    # --offsets-decoder: __consumer_offsets records

@@ -6,14 +6,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
 from kafkalog.errors import CheckpointError
+from kafkalog.format.varint import INT32_MAX
 from kafkalog.log.producer_snapshot import parse_producer_snapshot
-from kafkalog.tools.dump.file_names import name_offset
 from kafkalog.tools.dump.output import FileSummary, Line, optional_long
+from kafkalog.log.names import offset_from_file_name
 
 if TYPE_CHECKING:
     from kafkalog.tools.dump.dumper import Dumper
 
-INT32_MAX = (1 << 31) - 1
 
 
 def decrement_sequence(sequence: int, decrement: int) -> int:
@@ -26,7 +26,7 @@ def decrement_sequence(sequence: int, decrement: int) -> int:
 def dump_producer_snapshot(run: "Dumper", path: str, s: FileSummary) -> Iterator[Line]:
 
     data = Path(path).read_bytes()
-    offset = name_offset(os.path.basename(path))
+    offset = offset_from_file_name(os.path.basename(path))
     s.base_offset = offset
     try:
         snapshot = parse_producer_snapshot(data, -1 if offset is None else offset, path=path)

@@ -12,13 +12,13 @@ from kafkalog.index.time_index import parse_time_index
 from kafkalog.tools.dump.batch_walk import decode_records, read_batch, walk_batches
 from kafkalog.tools.dump.file_names import absolute_path, beside
 from kafkalog.tools.dump.index_file import load_index, open_log_for_index, sanity_check
-from kafkalog.tools.dump.offset_index import OFFSET_ENTRY_SIZE
+from kafkalog.index.offset_index import OFFSET_ENTRY_SIZE
 from kafkalog.tools.dump.output import NO_HINT, FileSummary, Line
+from kafkalog.index.time_index import TIME_ENTRY_SIZE
 
 if TYPE_CHECKING:
     from kafkalog.tools.dump.dumper import Dumper
 
-TIME_ENTRY_SIZE = 12
 
 
 def dump_time_index(run: "Dumper", path: str, s: FileSummary) -> Iterator[Line]:

@@ -8,11 +8,11 @@ from kafkalog.errors import CorruptIndexError
 from kafkalog.index.transaction_index import parse_transaction_index
 from kafkalog.tools.dump.file_names import base_offset_or_raise
 from kafkalog.tools.dump.output import NO_HINT, FileSummary, Line
+from kafkalog.index.transaction_index import TXN_ENTRY_SIZE
 
 if TYPE_CHECKING:
     from kafkalog.tools.dump.dumper import Dumper
 
-TXN_ENTRY_SIZE = 34
 
 
 def dump_txn_index(run: "Dumper", path: str, s: FileSummary) -> Iterator[Line]:

@@ -1,0 +1,289 @@
+"""A log dir's ``.lock``: the one place that talks to ``fcntl``. Tells whether a broker or another job
+holds it, takes it for a job that modifies the dir, and ships that claim to other processes as a fence.
+
+Kafka takes ``.lock`` with ``FileChannel.tryLock()``, which on Linux is a process-associated POSIX
+record lock (``fcntl(F_SETLK)``, exclusive, whole file). ``is_locked`` asks the kernel with
+``F_OFD_GETLK`` on a read-only descriptor: a pure query that never takes the lock itself (a broker
+starting at that instant is not refused), needs no write permission (read-only copies and mounts
+work), never creates the file, and also sees locks held by this very process. Any descriptor closed
+on a file drops this process's POSIX locks on it, so locks taken with ``lock_log_dir`` are tracked
+and never re-opened while held. Other platforms fall back to a ``lockf`` probe on a fresh descriptor.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import socket
+import struct
+import sys
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Optional, Union
+
+from kafkalog.errors import LogDirLockedError
+from kafkalog.log.names import LOCK_FILE
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: Kafka's lock there is not a POSIX lock anyway
+    fcntl = None  # type: ignore[assignment]
+
+PathLike = Union[str, os.PathLike]
+
+# struct flock on Linux with a 64-bit off_t: l_type, l_whence, l_start, l_len, l_pid (native alignment).
+_FLOCK = struct.Struct("@hhqqi")
+_USE_GETLK = sys.platform.startswith("linux") and fcntl is not None
+_held_locks: dict[tuple[int, int], int] = {}   # (st_dev, st_ino) of a .lock -> fd holding it
+_held_guard = threading.RLock()
+_held_dirs: dict[tuple[int, int], str] = {}    # the same keys -> the log dir, for held_fences
+_HOST = socket.gethostname()
+_OPEN_FLAGS = getattr(os, "O_CLOEXEC", 0)
+
+
+# kafkalog takes its lock over [0, KAFKALOG_LOCK_LENGTH): it overlaps the whole-file lock a broker
+# takes (FileChannel.tryLock(): [0, Long.MAX_VALUE)), so either refuses the other, and the length tells
+# a lock query which of the two holds the file without writing anything into it.
+KAFKALOG_LOCK_LENGTH = 0x6B61666B61        # "kafka" as an integer: ~460 GB, far past a .lock's size
+JAVA_WHOLE_FILE_LOCK_LENGTH = (1 << 63) - 1
+
+
+@dataclass(frozen=True)
+class LockHolder:
+    """What the kernel says about a lock that refuses ours: the holder's pid (None when it cannot be
+    known: an OFD lock, another host or PID namespace) and the locked range's length."""
+    pid: Optional[int]
+    length: int
+
+    @property
+    def is_kafkalog(self) -> bool:
+        return self.length == KAFKALOG_LOCK_LENGTH
+
+    def describe(self) -> str:
+        """"another kafkalog job (PID 12, python jobs/compact.py …)", "a Kafka broker …", or "a broker or
+        other process …", as far as the lock and /proc tell."""
+        if self.is_kafkalog:
+            who = "another kafkalog job"
+        elif self.length == JAVA_WHOLE_FILE_LOCK_LENGTH:
+            command = _command_line(self.pid)
+            who = "a Kafka broker" if command and "kafka.Kafka" in command else "a broker or other Java process"
+        else:
+            who = "a broker or other process"
+        if self.pid is None:
+            return f"{who} (PID unknown: another host or PID namespace)"
+        command = _command_line(self.pid)
+        return f"{who} (PID {self.pid}{', ' + command if command else ''})"
+
+
+def _command_line(pid: Optional[int], limit: int = 120) -> Optional[str]:
+    if pid is None or not sys.platform.startswith("linux"):
+        return None
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    text = " ".join(part.decode("utf-8", "replace") for part in raw.split(b"\0") if part)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _lock_holder(fd: int) -> Optional[LockHolder]:
+    """Who holds a lock that would refuse an exclusive lock on fd's file, or None. F_OFD_GETLK
+    (Linux >= 3.15) also reports this process's own POSIX locks; F_GETLK, the fallback for older
+    kernels, does not."""
+    request = _FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0)
+    command = getattr(fcntl, "F_OFD_GETLK", None)
+    reply = None
+    if command is not None:
+        try:
+            reply = fcntl.fcntl(fd, command, request)
+        except OSError as exc:
+            if exc.errno != errno.EINVAL:
+                raise
+    if reply is None:
+        reply = fcntl.fcntl(fd, fcntl.F_GETLK, request)
+    lock_type, _whence, _start, length, pid = _FLOCK.unpack(reply)
+    if lock_type == fcntl.F_UNLCK:
+        return None
+    return LockHolder(pid if pid > 0 else None, length)
+
+
+def _probe_locked(lock_path: Path) -> bool:
+    """Non-Linux fallback: try the lock on a fresh writable descriptor and release it at once."""
+    fd = os.open(lock_path, os.O_RDWR | _OPEN_FLAGS)
+    try:
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno in (errno.EACCES, errno.EAGAIN):
+                return True
+            raise
+        fcntl.lockf(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
+_LOCKED_HINT_KAFKALOG = "wait for that job to finish (or stop it), then run again"
+
+
+def process_start_time(pid: int) -> Optional[int]:
+    """A process's start time in clock ticks since boot (``/proc/<pid>/stat`` field 22): with the pid,
+    it names one process even after the pid is reused. None when it cannot be read."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    fields = raw[raw.rindex(b")") + 2:].split()      # after "pid (comm) "; comm may hold spaces
+    return int(fields[19])
+
+
+@dataclass(frozen=True)
+class LockFence:
+    """A job's claim on a log dir, shipped to the processes that work on it (``durable.fenced``): held
+    while the ``.lock`` is locked by kafkalog in process ``pid`` (started at ``start_time``) on
+    ``host``. Another host cannot see the pid: there it is held while a kafkalog job holds the lock."""
+    log_dir: str
+    pid: int
+    start_time: Optional[int]
+    host: str
+
+    @property
+    def local(self) -> bool:
+        """This process holds the lock itself (no watchdog needed: it cannot lose it unseen)."""
+        return self.pid == os.getpid() and self.host == _HOST
+
+    def holds(self) -> bool:
+        if self.local:
+            with _held_guard:
+                return bool(_own_lock(Path(self.log_dir) / LOCK_FILE))
+        if not _USE_GETLK:           # no lock query here: held while someone holds it
+            return is_locked(self.log_dir)
+        holder = lock_holder(self.log_dir)
+        if holder is None or not holder.is_kafkalog:
+            return False
+        if self.host != _HOST or holder.pid is None:
+            return True
+        return holder.pid == self.pid and process_start_time(self.pid) == self.start_time
+
+    def describe(self) -> str:
+        return f"the job (PID {self.pid} on {self.host}) that locked {self.log_dir}"
+
+
+def held_fences() -> dict:
+    """{log dir: LockFence} for every log dir whose lock this process holds (``lock_log_dir``)."""
+    with _held_guard:
+        dirs = list(_held_dirs.values())
+    me, started = os.getpid(), process_start_time(os.getpid())
+    return {d: LockFence(d, me, started, _HOST) for d in dirs}
+
+
+def _own_lock(lock_path: Path) -> Optional[bool]:
+    """Whether this process holds ``lock_path`` (``lock_log_dir``); None when it does not exist. Call
+    it under _held_guard."""
+    try:
+        status = os.stat(lock_path)
+    except FileNotFoundError:
+        return None
+    return (status.st_dev, status.st_ino) in _held_locks
+
+
+def lock_holder(log_dir: PathLike) -> Optional[LockHolder]:
+    """Who holds the log dir's ``.lock`` (None: nobody, or the file is absent; this process's own lock
+    is reported too). Linux only; elsewhere None. Raises OSError when it cannot tell."""
+    if not _USE_GETLK:
+        return None
+    lock_path = Path(log_dir) / LOCK_FILE
+    with _held_guard:
+        own = _own_lock(lock_path)
+        if own is None:
+            return None
+        if own:                      # ours: another descriptor closed on it would drop it
+            return LockHolder(os.getpid(), KAFKALOG_LOCK_LENGTH)
+        fd = os.open(lock_path, os.O_RDONLY | _OPEN_FLAGS)
+        try:
+            return _lock_holder(fd)
+        finally:
+            os.close(fd)
+
+
+def describe_lock_holder(log_dir: PathLike) -> str:
+    """A phrase for messages: who holds the log dir's lock, as far as can be known."""
+    try:
+        holder = lock_holder(log_dir)
+    except OSError:
+        holder = None
+    return holder.describe() if holder is not None else "a live process (a broker or another job)"
+
+
+def is_locked(log_dir: PathLike) -> bool:
+    """Whether a process holds the log dir's ``.lock`` (a running broker, or ``lock_log_dir``).
+    An absent ``.lock`` is not locked and is not created. Raises OSError when it cannot tell."""
+    if fcntl is None:  # pragma: no cover
+        raise OSError(errno.ENOTSUP, "record locks are not available on this platform", os.fspath(log_dir))
+    if _USE_GETLK:
+        return lock_holder(log_dir) is not None
+    lock_path = Path(log_dir) / LOCK_FILE
+    with _held_guard:
+        own = _own_lock(lock_path)
+        if own is None:
+            return False
+        return own or _probe_locked(lock_path)   # never probe ours: closing the probe's fd would drop it
+
+
+@contextmanager
+def lock_log_dir(log_dir: PathLike) -> Iterator[Path]:
+    """Hold the log dir's ``.lock`` (created if absent) as a broker does, for jobs that modify the
+    dir; released on exit (the file stays, as Kafka leaves it). Raises LogDirLockedError when another
+    process, or this one, already holds it."""
+    if fcntl is None:  # pragma: no cover
+        raise OSError(errno.ENOTSUP, "record locks are not available on this platform", os.fspath(log_dir))
+    log_dir = Path(log_dir)
+    require_dir(log_dir)
+    lock_path = log_dir / LOCK_FILE
+    with _held_guard:
+        try:
+            status = os.stat(lock_path)
+        except FileNotFoundError:
+            status = None
+        if status is not None and (status.st_dev, status.st_ino) in _held_locks:
+            raise LogDirLockedError("this process already holds the log dir lock", path=lock_path)
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | _OPEN_FLAGS, 0o666)
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, KAFKALOG_LOCK_LENGTH)
+        except OSError as exc:
+            holder = None
+            if exc.errno in (errno.EACCES, errno.EAGAIN) and _USE_GETLK:
+                try:
+                    holder = _lock_holder(fd)
+                except OSError:
+                    holder = None
+            os.close(fd)
+            if exc.errno in (errno.EACCES, errno.EAGAIN):
+                who = holder.describe() if holder is not None else "another process"
+                raise LogDirLockedError(f"the log dir is locked by {who}", path=lock_path,
+                                        hint=_LOCKED_HINT_KAFKALOG if holder is not None and holder.is_kafkalog
+                                        else None) from None
+            raise
+        status = os.fstat(fd)
+        key = (status.st_dev, status.st_ino)
+        _held_locks[key] = fd
+        _held_dirs[key] = os.fspath(log_dir)
+    try:
+        yield log_dir
+    finally:
+        with _held_guard:
+            _held_locks.pop(key, None)
+            _held_dirs.pop(key, None)
+            try:
+                fcntl.lockf(fd, fcntl.LOCK_UN, KAFKALOG_LOCK_LENGTH)
+            finally:
+                os.close(fd)
+
+
+def require_dir(path: Path) -> None:
+    """FileNotFoundError / NotADirectoryError unless ``path`` is an existing log dir folder."""
+    if not path.exists():
+        raise FileNotFoundError(errno.ENOENT, "log dir does not exist", os.fspath(path))
+    if not path.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, "log dir is not a directory", os.fspath(path))
