@@ -68,6 +68,7 @@ from ..producer_snapshot import read_producer_snapshot
 from . import producer_state as ps
 from .cleanable import CleanableOffsets, cleanable_offsets
 from . import fast_filter
+from . import filter_to
 from . import key_map as km
 from .key_walk import KeyVerdicts, build_key_verdicts
 from .local_log import (LogSegment, batches_of, collect_aborted_transactions, load_segments, pending_swap_files,
@@ -521,6 +522,9 @@ def _clean_segment_fast(plan: PartitionPlan, seg: LogSegment, chunks, tracker: C
     """The chunk loop of ``_clean_group`` for one source segment, over decoded windows; ``ordinal``:
     the index of the segment's first record in the recopied range (for a map kept as bitsets)."""
     cfg = plan.config
+    if not record_decisions and filter_to.available(offset_map):
+        _recopy_compiled(plan, seg, chunks, tracker, offset_map, out, ordinal)
+        return
     asked = None
     if record_decisions is not True and record_decisions:
         asked = np.sort(np.fromiter((int(o) for o in record_decisions), dtype=np.int64))
@@ -550,6 +554,28 @@ def _clean_segment_fast(plan: PartitionPlan, seg: LogSegment, chunks, tracker: C
             if bo.filtered is not None:
                 _record_audit(result, bo.filtered, record_decisions)
             out.write(chunk, bo.output, bo.max_offset, bo.max_timestamp, bo.shallow_offset_of_max_timestamp)
+        out.end_chunk(chunk)
+
+
+def _recopy_compiled(plan: PartitionPlan, seg: LogSegment, chunks, tracker: CleanedTransactionMetadata,
+                     offset_map: KeyVerdicts, out: "_GroupOutput", ordinal: int) -> None:
+    """The chunk loop over ``filter_to``'s windows: what each chunk's batches wrote, one write each."""
+    windows = filter_to.filtered_windows(
+        seg, tracker=tracker, active=plan.active_producers, upper_bound_offset=plan.upper_bound_offset,
+        offset_map=offset_map, now_ms=plan.now_ms, delete_retention_ms=plan.config.delete_retention_ms,
+        counts=out.counts, max_batch_bytes=_max_batch_bytes(plan.config), ordinal=ordinal)
+    win = None
+    for first, end in chunks:
+        chunk = out.begin_chunk()
+        i = first
+        while i < end:
+            while win is None or i >= win.first + win.count:
+                win = next(windows)
+            j = min(end, win.first + win.count)
+            written = win.written(i - win.first, j - win.first)
+            if written is not None:
+                out.write(chunk, *written)
+            i = j
         out.end_chunk(chunk)
 
 
