@@ -7,11 +7,12 @@ buffer, with no Python per batch and no Arrow.
 
 A plain batch is a data batch outside any transaction, not an active producer's last, not the
 last before the upper bound: its verdict is the constant ``record_filter.DELETE_IF_EMPTY`` and the
-transaction tracker has nothing to do with it (``fast_filter.filter_window`` says why). A window
-holding any other batch, a batch the kernel cannot write exactly as the reference writer does
-(codecs without a C encoder here, non-canonical varints, extreme offsets or timestamps), or a
-record that does not walk, is handed whole to ``fast_filter.filter_window`` over the decoder's
-columns (``local_log.read_windows``), which decides the same and names any error.
+transaction tracker has nothing to do with it (``fast_filter.filter_window`` says why). Windows of
+plain batches end before the next other batch; from another batch on, and for a window the
+kernel hands back (a batch it cannot write exactly as the reference writer does: codecs without a
+C encoder here, non-canonical varints, extreme offsets or timestamps; or a record that does not
+walk), the decoder's window from there (``local_log.read_windows``) goes to
+``fast_filter.filter_window``, which decides the same and names any error.
 
 Per window the result is ``WindowOutput``: the bytes of its batches back to back and per batch
 where its output lies and the numbers the index builder needs.
@@ -26,7 +27,7 @@ import numpy as np
 from numba import njit
 
 from ..format import record_batch as rb
-from ..format.compression import OutputBuffer, ZSTD_LEVEL
+from ..format.compression import ZSTD_LEVEL, thread_output_buffer
 from ..format.compression_accel import zstd_compressor
 from ..format.decoder import decompress_batches
 from ..format.file_records import MappedFile
@@ -280,11 +281,11 @@ def available(offset_map) -> bool:
     return isinstance(offset_map, KeyVerdicts) and ff.USE_ACCEL_WRITER and native_functions().crc32c_update != 0
 
 
-def _plain(h, upper_bound_offset: int, active_ids: np.ndarray) -> bool:
-    if np.any(h.attributes & _TXN_OR_CONTROL) or np.any(h.lastOffset + 1 == upper_bound_offset):
-        return False
+def plain_batches(h, upper_bound_offset: int, active_ids: np.ndarray) -> np.ndarray:
+    """Per batch of ``h``: True for a plain batch (see the module docstring)."""
     pids = h.producerId
-    return not np.any((pids != rb.NO_PRODUCER_ID) & np.isin(pids, active_ids))
+    return (((h.attributes & _TXN_OR_CONTROL) == 0) & (h.lastOffset + 1 != upper_bound_offset)
+            & ((pids == rb.NO_PRODUCER_ID) | ~np.isin(pids, active_ids)))
 
 
 def _run(buf, dbuf, b_src, b_start, b_end, h, offset_map: KeyVerdicts, now_ms: int, delete_retention_ms: int,
@@ -294,9 +295,10 @@ def _run(buf, dbuf, b_src, b_start, b_end, h, offset_map: KeyVerdicts, now_ms: i
     region = (b_end - b_start).astype(np.int64)
     most = int(per_batch.max()) if nb else 0
     room = int(np.maximum(h.size.astype(np.int64), _HEADER_BYTES + region + 16 * per_batch + region // 64 + 1024).sum())
-    out = np.empty(room, np.uint8)
-    scratch = np.empty(int((region + 16 * per_batch).max()) + 16 if nb else 16, np.uint8)
-    keep = np.empty(max(most, 1), np.uint8)
+    out = thread_output_buffer("cleaner recopy, written").reserve(room, 0)
+    scratch = thread_output_buffer("cleaner recopy, records").reserve(
+        int((region + 16 * per_batch).max()) + 16 if nb else 16, 0)
+    keep = np.empty(max(most, 1), np.uint8)             # (per record of one batch: small)
     kept_ts = np.empty(max(most, 1), np.int64)
     deltas = np.empty(max(most, 1), np.int64)
     o = [np.empty(nb, np.int64) for _ in range(5)]
@@ -329,38 +331,38 @@ def _run(buf, dbuf, b_src, b_start, b_end, h, offset_map: KeyVerdicts, now_ms: i
     counts.horizons_stamped += by[C_HORIZONS]
     counts.bytes_read += int(h.size.astype(np.int64).sum())
     counts.bytes_written += by[C_BYTES_WRITTEN]
-    return WindowOutput(first, out[:by[C_BYTES_WRITTEN]], *o)
+    return WindowOutput(first, out[:by[C_BYTES_WRITTEN]], *o)      # valid until the next window
 
 
 def filtered_windows(seg: LogSegment, *, tracker, active: Mapping[int, LastRecord], upper_bound_offset: int,
                      offset_map: KeyVerdicts, now_ms: int, delete_retention_ms: int, counts: FilterCounts,
                      max_batch_bytes: int, ordinal: int) -> Iterator[WindowOutput]:
-    """Every batch of ``seg`` filtered, in file order, a window at a time (the windows of
-    ``local_log.read_windows``); windows that are not all plain, or that the kernel hands back, go
-    through ``fast_filter.filter_window``. ``ordinal``: the segment's first record in the recopied
-    range. Adds the audit numbers to ``counts``."""
+    """Every batch of ``seg`` filtered, in file order, a window at a time. ``ordinal``: the segment's
+    first record in the recopied range. Adds the audit numbers to ``counts``."""
     h = seg.scan().headers
     n = len(h)
     legacy = np.flatnonzero(h.magic != rb.MAGIC_VALUE_V2)
     stop = int(legacy[0]) if legacy.size else n
     active_ids = np.fromiter(active.keys(), np.int64, len(active))
     codecs = _Codecs()
-    decompressed = OutputBuffer(1 << 20)
+    decompressed = thread_output_buffer("cleaner recopy, decompressed")
+    plain = plain_batches(h.head(stop), upper_bound_offset, active_ids)
+    others = np.flatnonzero(~plain)
     with MappedFile(seg.log_path) as f:
         buf = f.array
         i = 0
         while i < stop:
-            j = min(stop, i + READ_WINDOW_BATCHES)
-            consumed, b_src, b_start, b_end, dbuf = decompress_batches(
-                buf, h.slice(i, j), decompressed, path=seg.log_path, max_batch_bytes=max_batch_bytes,
-                budget=READ_WINDOW_BYTES)
-            consumed = max(int(consumed), 1)
-            part = h.slice(i, i + consumed)
             result = None
-            if _plain(part, upper_bound_offset, active_ids):
-                result = _run(buf, dbuf, b_src, b_start, b_end, part, offset_map, now_ms, delete_retention_ms,
-                              ordinal, codecs, counts, i)
-            if result is None:
+            if plain[i]:          # a window of plain batches only: up to the next other batch
+                k = int(np.searchsorted(others, i))
+                j = min(int(others[k]) if k < len(others) else stop, i + READ_WINDOW_BATCHES)
+                consumed, b_src, b_start, b_end, dbuf = decompress_batches(
+                    buf, h.slice(i, j), decompressed, path=seg.log_path, max_batch_bytes=max_batch_bytes,
+                    budget=READ_WINDOW_BYTES)
+                consumed = max(int(consumed), 1)
+                result = _run(buf, dbuf, b_src, b_start, b_end, h.slice(i, i + consumed), offset_map, now_ms,
+                              delete_retention_ms, ordinal, codecs, counts, i)
+            if result is None:    # the decoder's window from here, through filter_window
                 windows = read_windows(seg, max_batch_bytes=max_batch_bytes, from_position=int(h.position[i]))
                 win = next(windows)
                 windows.close()
@@ -376,4 +378,4 @@ def filtered_windows(seg: LogSegment, *, tracker, active: Mapping[int, LastRecor
         yield from read_windows(seg, max_batch_bytes=max_batch_bytes, from_position=int(h.position[stop]))
 
 
-__all__ = ["WindowOutput", "available", "filter_window_kernel", "filtered_windows"]
+__all__ = ["WindowOutput", "available", "filter_window_kernel", "filtered_windows", "plain_batches"]

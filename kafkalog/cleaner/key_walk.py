@@ -23,7 +23,7 @@ import numpy as np
 from ..errors import KafkalogError
 from ..format import control_record as cr
 from ..format import record_batch as rb
-from ..format.compression import OutputBuffer
+from ..format.compression import thread_output_buffer
 from ..format.decoder import PartitionId, decode_window, decompress_batches
 from ..format.file_records import HeaderArrays, MappedFile
 from ..format.varint import read_varint, read_varlong
@@ -62,7 +62,7 @@ def _windows(seg: LogSegment, from_position: int, max_batch_bytes: int) -> Itera
     h = seg.scan().headers
     n = len(h)
     i = int(np.searchsorted(h.position, from_position, side="left")) if n else 0
-    out = OutputBuffer(1 << 20)
+    out = thread_output_buffer("cleaner map pass")
     with MappedFile(seg.log_path) as f:
         buf = _readonly(f.array)
         while i < n:
