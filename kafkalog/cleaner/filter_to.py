@@ -27,6 +27,7 @@ import numpy as np
 from numba import njit
 
 from ..format import record_batch as rb
+from ..format.buffer_pool import release_pages
 from ..format.compression import ZSTD_LEVEL, thread_output_buffer
 from ..format.compression_accel import zstd_compressor
 from ..format.decoder import decompress_batches
@@ -37,11 +38,13 @@ from ..format.records_encode_accel import ENC_OK, rebuild_batch_kernel
 from . import fast_filter as ff
 from . import key_map as km
 from .key_walk import KeyVerdicts
-from .local_log import READ_WINDOW_BATCHES, READ_WINDOW_BYTES, LogSegment, read_windows
+from .local_log import READ_WINDOW_BATCHES, LogSegment, read_windows
 from .producer_state import LastRecord
 from .record_filter import FilterCounts
 
 _CACHE = os.path.isfile(__file__)
+
+WINDOW_BYTES = 2 << 20         # records (decompressed) per window of plain batches: bounds the worker's buffers
 
 # record codes (fast_filter's, as plain ints for the kernel)
 _LATEST, _NOT_IN_MAP, _BEYOND_MAP, _TOMB_KEPT = (int(ff.KEPT_LATEST), int(ff.KEPT_NOT_IN_MAP),
@@ -358,7 +361,7 @@ def filtered_windows(seg: LogSegment, *, tracker, active: Mapping[int, LastRecor
                 j = min(int(others[k]) if k < len(others) else stop, i + READ_WINDOW_BATCHES)
                 consumed, b_src, b_start, b_end, dbuf = decompress_batches(
                     buf, h.slice(i, j), decompressed, path=seg.log_path, max_batch_bytes=max_batch_bytes,
-                    budget=READ_WINDOW_BYTES)
+                    budget=WINDOW_BYTES)
                 consumed = max(int(consumed), 1)
                 result = _run(buf, dbuf, b_src, b_start, b_end, h.slice(i, i + consumed), offset_map, now_ms,
                               delete_retention_ms, ordinal, codecs, counts, i)
@@ -372,6 +375,7 @@ def filtered_windows(seg: LogSegment, *, tracker, active: Mapping[int, LastRecor
                     record_decisions=False, asked=None, max_batch_bytes=max_batch_bytes, ordinal_base=ordinal))
                 consumed = len(win.headers)
             yield result
+            release_pages(buf, int(h.position[i]), int(h.position[i + consumed - 1]) + int(h.size[i + consumed - 1]))
             ordinal += int(np.maximum(h.recordsCount[i:i + consumed].astype(np.int64), 0).sum())
             i += consumed
     if stop < n:           # the decoder's refusal of a v0/v1 message, with its message
