@@ -267,6 +267,19 @@ def _snappy(src, s, e, dst, at, limit):
     return WIN_DONE, d
 
 
+@njit(cache=_CACHE, inline="always")
+def _zstd_buffers(io, src, s, n, dst, cap, at):
+    """Fill ``io`` as ZSTD_inBuffer {src + s, n, 0} and ZSTD_outBuffer {dst, cap, at}; returns their
+    addresses (in, out)."""
+    io[0] = np.uint64(src.ctypes.data + s)
+    io[1] = np.uint64(n)
+    io[2] = 0
+    io[3] = np.uint64(dst.ctypes.data)
+    io[4] = np.uint64(cap)
+    io[5] = np.uint64(at)
+    return np.uintp(io.ctypes.data), np.uintp(io.ctypes.data + 24)
+
+
 @njit(cache=_CACHE, nogil=True)
 def _zstd(src, s, e, dst, at, limit, fns, dctx, io):
     """zstd frames [s, e) → dst[at:], through ZSTD_decompressStream (Java's frames carry no content
@@ -277,14 +290,7 @@ def _zstd(src, s, e, dst, at, limit, fns, dctx, io):
     cap = dst.shape[0]
     out_cap = min(cap, at + limit + 1)                  # one byte past the limit tells "too big"
     zstd_is_error(is_error_fn, zstd_dctx_reset(reset_fn, dctx, np.int32(ZSTD_RESET_SESSION_ONLY)))
-    io[0] = np.uint64(src.ctypes.data + s)
-    io[1] = np.uint64(e - s)
-    io[2] = 0
-    io[3] = np.uint64(dst.ctypes.data)
-    io[4] = np.uint64(out_cap)
-    io[5] = np.uint64(at)
-    in_ptr = np.uintp(io.ctypes.data)
-    out_ptr = np.uintp(io.ctypes.data + 24)
+    in_ptr, out_ptr = _zstd_buffers(io, src, s, e - s, dst, out_cap, at)
     while True:
         in_before = io[2]
         out_before = io[5]
@@ -435,14 +441,7 @@ def zstd_frame_compress(src, s, n, dst, at, fns, cctx, io):
         return COMP_FALLBACK, at
     if zstd_is_error(is_error_fn, zstd_dctx_reset(reset_fn, cctx, np.int32(ZSTD_RESET_SESSION_ONLY))) != 0:
         return COMP_FALLBACK, at
-    io[0] = np.uint64(src.ctypes.data + s)
-    io[1] = np.uint64(n)
-    io[2] = 0
-    io[3] = np.uint64(dst.ctypes.data)
-    io[4] = np.uint64(cap)
-    io[5] = np.uint64(at)
-    in_ptr = np.uintp(io.ctypes.data)
-    out_ptr = np.uintp(io.ctypes.data + 24)
+    in_ptr, out_ptr = _zstd_buffers(io, src, s, n, dst, cap, at)
     while io[2] < io[1]:
         before = io[2]
         r = zstd_compress_stream2(stream_fn, cctx, out_ptr, in_ptr, np.int32(ZSTD_E_CONTINUE))

@@ -91,18 +91,25 @@ def _lz4():
     return 0, ""
 
 
-def _zstd():
-    """zstandard's CFFI backend exports libzstd's API (its C backend does not); then the system's."""
-    names = ("ZSTD_decompressStream", "ZSTD_DCtx_reset", "ZSTD_isError", "ZSTD_createDCtx", "ZSTD_freeDCtx",
-             "ZSTD_versionNumber")
+def _zstd_library(names, version_ok):
+    """zstandard's CFFI backend exports libzstd's API (its C backend does not); then the system's:
+    the first of them exporting every name whose ZSTD_versionNumber() passes ``version_ok``."""
     for path in (_extension_file("zstandard._cffi"), ctypes.util.find_library("zstd")):
         lib = _open(path)
-        if lib is None or not all(_address(lib, n) for n in names):
+        if lib is None or not all(_address(lib, n) for n in names + ("ZSTD_versionNumber",)):
             continue
         lib.ZSTD_versionNumber.restype = ctypes.c_uint
-        if lib.ZSTD_versionNumber() >= ZSTD_MIN_VERSION:
-            return tuple(_address(lib, n) for n in names[:5]) + (path,)
-    return 0, 0, 0, 0, 0, ""
+        if version_ok(lib.ZSTD_versionNumber()):
+            return lib, path
+    return None, ""
+
+
+def _zstd():
+    names = ("ZSTD_decompressStream", "ZSTD_DCtx_reset", "ZSTD_isError", "ZSTD_createDCtx", "ZSTD_freeDCtx")
+    lib, path = _zstd_library(names, lambda v: v >= ZSTD_MIN_VERSION)
+    if lib is None:
+        return 0, 0, 0, 0, 0, ""
+    return tuple(_address(lib, n) for n in names) + (path,)
 
 
 LZ4_STREAM_BYTES = 16416          # sizeof(LZ4_stream_t) (lz4 1.9), what LZ4_resetStream clears
@@ -138,20 +145,16 @@ def _lz4_compress() -> tuple:
 
 
 def _zstd_compress() -> tuple:
-    """The streaming encoder of the library whose decoder was found (same library: same bytes as
-    zstandard's own for the same parameters; ``compression_accel`` checks that too)."""
-    names = ("ZSTD_compressStream2", "ZSTD_CCtx_reset", "ZSTD_createCCtx", "ZSTD_freeCCtx", "ZSTD_CCtx_setParameter",
-             "ZSTD_versionNumber")
-    for path in (_extension_file("zstandard._cffi"), ctypes.util.find_library("zstd")):
-        lib = _open(path)
-        if lib is None or not all(_address(lib, n) for n in names):
-            continue
-        lib.ZSTD_versionNumber.restype = ctypes.c_uint
-        import zstandard
-        if lib.ZSTD_versionNumber() == zstandard.ZSTD_VERSION[0] * 10000 + zstandard.ZSTD_VERSION[1] * 100 + \
-                zstandard.ZSTD_VERSION[2]:
-            return tuple(_address(lib, n) for n in names[:5])
-    return 0, 0, 0, 0, 0
+    """The streaming encoder of the same library build as zstandard's (same version: the same bytes
+    for the same parameters; ``compression_accel.zstd_compressor`` checks that too)."""
+    import zstandard
+
+    major, minor, patch = zstandard.ZSTD_VERSION
+    names = ("ZSTD_compressStream2", "ZSTD_CCtx_reset", "ZSTD_createCCtx", "ZSTD_freeCCtx", "ZSTD_CCtx_setParameter")
+    lib, _path = _zstd_library(names, lambda v: v == major * 10000 + minor * 100 + patch)
+    if lib is None:
+        return 0, 0, 0, 0, 0
+    return tuple(_address(lib, n) for n in names)
 
 
 def _crc32c():
