@@ -76,6 +76,7 @@ from kafkalog.log.lock import describe_lock_holder, lock_log_dir
 from kafkalog.log.names import CLEANED_SUFFIX, format_segment_file_name
 from kafkalog.log.segment import SegmentHandle
 from kafkalog.topic_partition import TopicPartition
+from kafkalog.cleaner import filter_to
 
 # How the map and recopy passes walk records: "fast" (decoded windows as columns, numba writer:
 # fast_filter) or "reference" (a SourceBatch of RecordRows per batch: offset_map.build_offset_map and
@@ -276,6 +277,9 @@ def _clean_segment_fast(plan: PartitionPlan, seg: SegmentHandle, chunks, tracker
     """The chunk loop of ``_clean_group`` for one source segment, over decoded windows; ``ordinal``:
     the index of the segment's first record in the recopied range (for a map kept as bitsets)."""
     cfg = plan.config
+    if not record_decisions and filter_to.available(offset_map):
+        _recopy_compiled(plan, seg, chunks, tracker, offset_map, out, ordinal)
+        return
     asked = None
     if record_decisions is not True and record_decisions:
         asked = np.sort(np.fromiter((int(o) for o in record_decisions), dtype=np.int64))
@@ -305,6 +309,28 @@ def _clean_segment_fast(plan: PartitionPlan, seg: SegmentHandle, chunks, tracker
             if bo.filtered is not None:
                 _record_audit(result, bo.filtered, record_decisions)
             out.write(chunk, bo.output, bo.max_offset, bo.max_timestamp, bo.shallow_offset_of_max_timestamp)
+        out.end_chunk(chunk)
+
+
+def _recopy_compiled(plan: PartitionPlan, seg: SegmentHandle, chunks, tracker: CleanedTransactionMetadata,
+                     offset_map: KeyVerdicts, out: GroupOutput, ordinal: int) -> None:
+    """The chunk loop over ``filter_to``'s windows: what each chunk's batches wrote, one write each."""
+    windows = filter_to.filtered_windows(
+        seg, tracker=tracker, active=plan.active_producers, upper_bound_offset=plan.upper_bound_offset,
+        offset_map=offset_map, now_ms=plan.now_ms, delete_retention_ms=plan.config.delete_retention_ms,
+        counts=out.counts, max_batch_bytes=max_batch_bytes(plan.config), ordinal=ordinal)
+    win = None
+    for first, end in chunks:
+        chunk = out.begin_chunk()
+        i = first
+        while i < end:
+            while win is None or i >= win.first + win.count:
+                win = next(windows)
+            j = min(end, win.first + win.count)
+            written = win.written(i - win.first, j - win.first)
+            if written is not None:
+                out.write(chunk, *written)
+            i = j
         out.end_chunk(chunk)
 
 

@@ -8,6 +8,10 @@ it, in compiled code (``key_walk.KeyVerdicts``: the compiled map, or its hash-sl
 ``dict.get`` for a precomputed ``ExactOffsetMap``; retained batches that lose records or get a
 horizon are re-encoded by the numba writer (``format.records_encode_accel``), or by the reference
 writer when only it gives the exact bytes.
+
+When no record's reasons are asked, windows of plain batches take ``filter_to`` instead (the same
+decisions and bytes in one compiled call, no Arrow); this module does the other windows and the
+audited rounds.
 """
 from __future__ import annotations
 

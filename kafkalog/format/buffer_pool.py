@@ -202,6 +202,37 @@ class BufferPool:
             self._settle()
 
 
+_LIBC = None
+PAGE = mmap.PAGESIZE
+
+
+def release_pages(mapped: np.ndarray, start: int, end: int) -> None:
+    """Drop the whole pages of ``mapped[start:end)`` — a read-only view of a file mapping — from the
+    process's resident set (``madvise(MADV_DONTNEED)``): the kernel's page cache keeps them and a later
+    read faults them back, so nothing changes but the RSS a walk over a large segment leaves behind.
+    Does nothing where madvise is not there."""
+    global _LIBC
+    if not hasattr(mmap, "MADV_DONTNEED") or end <= start:
+        return
+    if _LIBC is None:
+        import ctypes
+        import ctypes.util
+
+        try:
+            _LIBC = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        except OSError:
+            _LIBC = False
+    if not _LIBC:
+        return
+    base = mapped.ctypes.data
+    lo = (base + start + PAGE - 1) // PAGE * PAGE
+    hi = (base + min(end, len(mapped))) // PAGE * PAGE
+    if hi > lo:
+        import ctypes
+
+        _LIBC.madvise(ctypes.c_void_p(lo), ctypes.c_size_t(hi - lo), mmap.MADV_DONTNEED)
+
+
 def _env_limit() -> int:
     raw = os.environ.get("KAFKALOG_BUFFER_POOL_BYTES")
     if raw is None or not raw.strip():

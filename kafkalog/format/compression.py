@@ -143,6 +143,20 @@ class OutputBuffer:
 
 
 _KEPT_AFTER_ERROR = 1 << 20
+_THREAD_BUFFERS = threading.local()
+
+
+def thread_output_buffer(role: str) -> OutputBuffer:
+    """This thread's ``OutputBuffer`` for ``role``, kept from one call to the next: a walk that runs
+    segment after segment (the cleaner's map pass, its recopy) reuses pages it already touched
+    instead of faulting in a fresh buffer per segment. One user per role at a time."""
+    buffers = getattr(_THREAD_BUFFERS, "buffers", None)
+    if buffers is None:
+        buffers = _THREAD_BUFFERS.buffers = {}
+    buf = buffers.get(role)
+    if buf is None:
+        buf = buffers[role] = OutputBuffer(1 << 20)
+    return buf
 
 
 def release_frames(error: BaseException) -> None:

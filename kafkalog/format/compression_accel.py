@@ -10,6 +10,7 @@ messages stay the reference path's. ``KAFKALOG_NATIVE=0`` turns this path off (s
 """
 from __future__ import annotations
 
+import ctypes
 import os
 
 import numpy as np
@@ -21,6 +22,7 @@ from kafkalog.format.compression import (KAFKA_LZ4_HEADER, LZ4, LZ4_BLOCK_SIZES,
                                          XERIAL_HEADER_SIZE, XERIAL_MAGIC, XERIAL_MAGIC_AS_LENGTH, ZSTD)
 from kafkalog.format.native import ZSTD_RESET_SESSION_ONLY, lz4_decompress_safe, zstd_dctx_reset, zstd_decompress_stream, zstd_is_error
 from kafkalog.format.records_accel import be32 as _be32, copy_bytes
+from kafkalog.format.native import lz4_compress_fast_continue, lz4_reset_stream, zstd_compress_stream2
 
 _CACHE = os.path.isfile(__file__)
 
@@ -264,6 +266,19 @@ def _snappy(src, s, e, dst, at, limit):
     return WIN_DONE, d
 
 
+@njit(cache=_CACHE, inline="always")
+def _zstd_buffers(io, src, s, n, dst, cap, at):
+    """Fill ``io`` as ZSTD_inBuffer {src + s, n, 0} and ZSTD_outBuffer {dst, cap, at}; returns their
+    addresses (in, out)."""
+    io[0] = np.uint64(src.ctypes.data + s)
+    io[1] = np.uint64(n)
+    io[2] = 0
+    io[3] = np.uint64(dst.ctypes.data)
+    io[4] = np.uint64(cap)
+    io[5] = np.uint64(at)
+    return np.uintp(io.ctypes.data), np.uintp(io.ctypes.data + 24)
+
+
 @njit(cache=_CACHE, nogil=True)
 def _zstd(src, s, e, dst, at, limit, fns, dctx, io):
     """zstd frames [s, e) → dst[at:], through ZSTD_decompressStream (Java's frames carry no content
@@ -274,14 +289,7 @@ def _zstd(src, s, e, dst, at, limit, fns, dctx, io):
     cap = dst.shape[0]
     out_cap = min(cap, at + limit + 1)                  # one byte past the limit tells "too big"
     zstd_is_error(is_error_fn, zstd_dctx_reset(reset_fn, dctx, np.int32(ZSTD_RESET_SESSION_ONLY)))
-    io[0] = np.uint64(src.ctypes.data + s)
-    io[1] = np.uint64(e - s)
-    io[2] = 0
-    io[3] = np.uint64(dst.ctypes.data)
-    io[4] = np.uint64(out_cap)
-    io[5] = np.uint64(at)
-    in_ptr = np.uintp(io.ctypes.data)
-    out_ptr = np.uintp(io.ctypes.data + 24)
+    in_ptr, out_ptr = _zstd_buffers(io, src, s, e - s, dst, out_cap, at)
     while True:
         in_before = io[2]
         out_before = io[5]
@@ -347,3 +355,168 @@ def decompress_window_kernel(buf, codec, counts, starts, ends, b, budget, total,
         at = r
         b += 1
     return WIN_DONE, b, at, total, 0
+
+
+# --- compression (the cleaner's write-back) -----------------------------------------------------
+# The bytes must equal ``compression.compress``'s: Kafka's LZ4 frame with blocks from a fresh
+# LZ4 stream each (what lz4.block.compress calls), and a zstd frame from one
+# ZSTD_compressStream2 continue call then end calls on a context with zstandard's parameters and an
+# unknown source size (what zstandard's compressobj does); ``zstd_compressor`` checks its context
+# against zstandard's bytes before handing it out.
+
+ZSTD_C_COMPRESSION_LEVEL = 100          # ZSTD_cParameter values
+ZSTD_C_CONTENT_SIZE_FLAG = 200
+ZSTD_C_CHECKSUM_FLAG = 201
+ZSTD_E_CONTINUE, ZSTD_E_END = 0, 2      # ZSTD_EndDirective
+
+# what the compress kernels return
+COMP_OK = 0
+COMP_FALLBACK = 1   # no native function, or the output did not fit: the reference path compresses
+
+
+
+@njit(cache=_CACHE, inline="always")
+def lz4_frame_bound(n):
+    """Bytes Kafka's LZ4 frame of ``n`` bytes takes at most (header, blocks with their sizes, end mark)."""
+    blocks = (n + LZ4_BLOCK_MAX - 1) // LZ4_BLOCK_MAX
+    return LZ4_HEADER_SIZE + blocks * 4 + n + n // 255 + 16 * blocks + 4
+
+
+@njit(cache=_CACHE, nogil=True)
+def lz4_frame_compress(src, s, n, dst, at, fns, state):
+    """``compression.compress(LZ4, src[s:s+n])`` into dst[at:] (room: lz4_frame_bound(n)); ``fns``:
+    LZ4_resetStream, LZ4_compress_fast_continue; ``state``: LZ4_STREAM_BYTES of scratch. Returns
+    (status, end)."""
+    reset_fn, compress_fn = fns[0], fns[1]
+    if compress_fn == 0 or at + lz4_frame_bound(n) > dst.shape[0]:
+        return COMP_FALLBACK, at
+    state_ptr = np.uintp(state.ctypes.data)
+    copy_bytes(dst, at, KAFKA_LZ4_HEADER_BYTES, 0, LZ4_HEADER_SIZE)
+    d = at + LZ4_HEADER_SIZE
+    src_base = src.ctypes.data
+    dst_base = dst.ctypes.data
+    i = 0
+    while i < n:
+        size = min(LZ4_BLOCK_MAX, n - i)
+        bound = size + size // 255 + 16
+        lz4_reset_stream(reset_fn, state_ptr)
+        r = np.int64(lz4_compress_fast_continue(compress_fn, state_ptr, np.uintp(src_base + s + i),
+                                                np.uintp(dst_base + d + 4), np.int32(size), np.int32(bound), np.int32(1)))
+        if r <= 0:
+            return COMP_FALLBACK, at
+        if r >= size:
+            word = np.uint32(size) | np.uint32(LZ4_BLOCK_UNCOMPRESSED)
+            copy_bytes(dst, d + 4, src, s + i, size)
+            r = size
+        else:
+            word = np.uint32(r)
+        dst[d] = np.uint8(word & np.uint32(0xFF))
+        dst[d + 1] = np.uint8((word >> np.uint32(8)) & np.uint32(0xFF))
+        dst[d + 2] = np.uint8((word >> np.uint32(16)) & np.uint32(0xFF))
+        dst[d + 3] = np.uint8(word >> np.uint32(24))
+        d += 4 + r
+        i += size
+    dst[d] = 0
+    dst[d + 1] = 0
+    dst[d + 2] = 0
+    dst[d + 3] = 0
+    return COMP_OK, d + 4
+
+
+@njit(cache=_CACHE, inline="always")
+def zstd_bound(n):
+    """ZSTD_COMPRESSBOUND(n), with room for the frame header."""
+    small = ((128 << 10) - n) >> 11 if n < (128 << 10) else 0
+    return n + (n >> 8) + small + 32
+
+
+@njit(cache=_CACHE, nogil=True)
+def zstd_frame_compress(src, s, n, dst, at, fns, cctx, io):
+    """``compression.compress(ZSTD, src[s:s+n])`` into dst[at:] (room: zstd_bound(n)) with the
+    context ``cctx`` (fns: compressStream2, CCtx_reset, isError). Returns (status, end)."""
+    stream_fn, reset_fn, is_error_fn = fns[0], fns[1], fns[2]
+    cap = min(dst.shape[0], at + zstd_bound(n))
+    if cctx == 0 or stream_fn == 0:
+        return COMP_FALLBACK, at
+    if zstd_is_error(is_error_fn, zstd_dctx_reset(reset_fn, cctx, np.int32(ZSTD_RESET_SESSION_ONLY))) != 0:
+        return COMP_FALLBACK, at
+    in_ptr, out_ptr = _zstd_buffers(io, src, s, n, dst, cap, at)
+    while io[2] < io[1]:
+        before = io[2]
+        r = zstd_compress_stream2(stream_fn, cctx, out_ptr, in_ptr, np.int32(ZSTD_E_CONTINUE))
+        if zstd_is_error(is_error_fn, r) != 0 or (io[2] == before and io[5] == io[4]):
+            return COMP_FALLBACK, at
+    while True:
+        r = zstd_compress_stream2(stream_fn, cctx, out_ptr, in_ptr, np.int32(ZSTD_E_END))
+        if zstd_is_error(is_error_fn, r) != 0:
+            return COMP_FALLBACK, at
+        if r == 0:
+            return COMP_OK, np.int64(io[5])
+        if io[5] == io[4]:
+            return COMP_FALLBACK, at
+
+
+class ZstdCompressor:
+    """One zstd compression context with ``compression.compress``'s parameters (level, no content
+    size, no checksum), owned by one thread; ``fns`` and ``cctx`` are what the kernels take."""
+
+    def __init__(self, native, level: int):
+        self.cctx = 0
+        self.fns = np.array([native.zstd_compress_stream2, native.zstd_cctx_reset, native.zstd_is_error], np.uintp)
+        self.io = np.zeros(6, np.uint64)
+        self._free = native.zstd_free_cctx
+        if not (native.zstd_create_cctx and native.zstd_cctx_set_parameter and native.zstd_compress_stream2):
+            return
+        cctx = ctypes.CFUNCTYPE(ctypes.c_void_p)(native.zstd_create_cctx)() or 0
+        setp = ctypes.CFUNCTYPE(ctypes.c_size_t, ctypes.c_void_p, ctypes.c_int, ctypes.c_int)(
+            native.zstd_cctx_set_parameter)
+        is_error = ctypes.CFUNCTYPE(ctypes.c_uint, ctypes.c_size_t)(native.zstd_is_error)
+        if not cctx:
+            return
+        self.cctx = cctx
+        for param, value in ((ZSTD_C_COMPRESSION_LEVEL, level), (ZSTD_C_CONTENT_SIZE_FLAG, 0),
+                             (ZSTD_C_CHECKSUM_FLAG, 0)):
+            if is_error(setp(cctx, param, value)):
+                self.close()
+                return
+
+    def close(self) -> None:
+        if self.cctx and self._free:
+            ctypes.CFUNCTYPE(ctypes.c_size_t, ctypes.c_void_p)(self._free)(self.cctx)
+        self.cctx = 0
+
+    def __del__(self):
+        self.close()
+
+
+_ZSTD_LOCAL = None
+
+
+def zstd_compressor(level: int):
+    """This thread's context for ``level`` (None when the native encoder is missing or its bytes
+    differ from zstandard's on a sample)."""
+    import threading
+
+    from kafkalog.format.compression import compress
+    from kafkalog.format.native import native_functions
+
+    global _ZSTD_LOCAL
+    if _ZSTD_LOCAL is None:
+        _ZSTD_LOCAL = threading.local()
+    cache = getattr(_ZSTD_LOCAL, "contexts", None)
+    if cache is None:
+        cache = _ZSTD_LOCAL.contexts = {}
+    if level not in cache:
+        native = native_functions()
+        c = ZstdCompressor(native, level) if native.enabled else None
+        if c is not None and c.cctx:
+            sample = np.frombuffer(b"kafkalog compaction " * 500 + bytes(range(256)), np.uint8)
+            out = np.empty(zstd_bound(len(sample)), np.uint8)
+            st, end = zstd_frame_compress(sample, 0, len(sample), out, 0, c.fns, np.uintp(c.cctx), c.io)
+            if st != COMP_OK or bytes(out[:end]) != compress(ZSTD, sample.tobytes(), level=level):
+                c.close()
+                c = None
+        else:
+            c = None
+        cache[level] = c
+    return cache[level]

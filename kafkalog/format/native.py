@@ -1,6 +1,6 @@
 """C functions that installed packages already ship, made callable from numba kernels: LZ4's block
-decoder (the lz4 package), zstd's streaming decoder (zstandard's CFFI backend, or the system
-libzstd) and CRC-32C (the crc32c package). Kernels call them through function pointers passed as
+decoder and encoder (the lz4 package), zstd's streaming decoder and encoder (zstandard's CFFI
+backend, or the system libzstd) and CRC-32C (the crc32c package). Kernels call them through function pointers passed as
 integers, so they release the GIL and need no Python call per batch.
 
 Nothing here is required: a function that is not found (another build of a package, another
@@ -35,6 +35,14 @@ class NativeFunctions:
     zstd_create_dctx: int = 0
     zstd_free_dctx: int = 0
     crc32c_update: int = 0                # uint32_t (uint32_t crc, const unsigned char* buf, size_t len)
+    lz4_reset_stream: int = 0             # void (LZ4_stream_t*)
+    lz4_compress_fast_continue: int = 0   # int (LZ4_stream_t*, const char* src, char* dst, int srcSize, int dstCapacity,
+                                          #      int acceleration)
+    zstd_compress_stream2: int = 0        # size_t (ZSTD_CCtx*, ZSTD_outBuffer*, ZSTD_inBuffer*, ZSTD_EndDirective)
+    zstd_cctx_reset: int = 0              # size_t (ZSTD_CCtx*, ZSTD_ResetDirective)
+    zstd_create_cctx: int = 0
+    zstd_free_cctx: int = 0
+    zstd_cctx_set_parameter: int = 0      # size_t (ZSTD_CCtx*, ZSTD_cParameter, int)
     sources: tuple = ()                   # (what, file) pairs, for diagnostics
     enabled: bool = False                 # false when KAFKALOG_NATIVE=0: kernels leave every codec to Python
 
@@ -83,18 +91,70 @@ def _lz4():
     return 0, ""
 
 
-def _zstd():
-    """zstandard's CFFI backend exports libzstd's API (its C backend does not); then the system's."""
-    names = ("ZSTD_decompressStream", "ZSTD_DCtx_reset", "ZSTD_isError", "ZSTD_createDCtx", "ZSTD_freeDCtx",
-             "ZSTD_versionNumber")
+def _zstd_library(names, version_ok):
+    """zstandard's CFFI backend exports libzstd's API (its C backend does not); then the system's:
+    the first of them exporting every name whose ZSTD_versionNumber() passes ``version_ok``."""
     for path in (_extension_file("zstandard._cffi"), ctypes.util.find_library("zstd")):
         lib = _open(path)
-        if lib is None or not all(_address(lib, n) for n in names):
+        if lib is None or not all(_address(lib, n) for n in names + ("ZSTD_versionNumber",)):
             continue
         lib.ZSTD_versionNumber.restype = ctypes.c_uint
-        if lib.ZSTD_versionNumber() >= ZSTD_MIN_VERSION:
-            return tuple(_address(lib, n) for n in names[:5]) + (path,)
-    return 0, 0, 0, 0, 0, ""
+        if version_ok(lib.ZSTD_versionNumber()):
+            return lib, path
+    return None, ""
+
+
+def _zstd():
+    names = ("ZSTD_decompressStream", "ZSTD_DCtx_reset", "ZSTD_isError", "ZSTD_createDCtx", "ZSTD_freeDCtx")
+    lib, path = _zstd_library(names, lambda v: v >= ZSTD_MIN_VERSION)
+    if lib is None:
+        return 0, 0, 0, 0, 0, ""
+    return tuple(_address(lib, n) for n in names) + (path,)
+
+
+LZ4_STREAM_BYTES = 16416          # sizeof(LZ4_stream_t) (lz4 1.9), what LZ4_resetStream clears
+
+
+def _lz4_compress() -> tuple:
+    """LZ4_resetStream and LZ4_compress_fast_continue from the library whose decoder was found: what
+    lz4.block.compress calls for each block (a fresh stream, acceleration 1), which gives other bytes
+    than LZ4_compress_default. Used only when they give ``lz4.block.compress``'s bytes on samples."""
+    import lz4.block
+
+    for path in (_extension_file("lz4.block._block"), ctypes.util.find_library("lz4")):
+        lib = _open(path)
+        reset, compress = _address(lib, "LZ4_resetStream"), _address(lib, "LZ4_compress_fast_continue")
+        size = _address(lib, "LZ4_sizeofState")
+        if not (reset and compress and size) or ctypes.CFUNCTYPE(ctypes.c_int)(size)() > LZ4_STREAM_BYTES:
+            continue
+        reset_fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(reset)
+        fn = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int,
+                              ctypes.c_int, ctypes.c_int)(compress)
+        state = ctypes.create_string_buffer(LZ4_STREAM_BYTES)
+        letters = bytes((7 * i * i + 3 * i) % 26 + 97 for i in range(65534))
+        for sample in (b"kafkalog " * 700, bytes(range(256)) * 3, b"x", letters):
+            cap = len(sample) + len(sample) // 255 + 16
+            out = ctypes.create_string_buffer(cap)
+            reset_fn(state)
+            n = fn(state, sample, out, len(sample), cap, 1)
+            if n <= 0 or out.raw[:n] != lz4.block.compress(sample, store_size=False):
+                break
+        else:
+            return reset, compress
+    return 0, 0
+
+
+def _zstd_compress() -> tuple:
+    """The streaming encoder of the same library build as zstandard's (same version: the same bytes
+    for the same parameters; ``compression_accel.zstd_compressor`` checks that too)."""
+    import zstandard
+
+    major, minor, patch = zstandard.ZSTD_VERSION
+    names = ("ZSTD_compressStream2", "ZSTD_CCtx_reset", "ZSTD_createCCtx", "ZSTD_freeCCtx", "ZSTD_CCtx_setParameter")
+    lib, _path = _zstd_library(names, lambda v: v == major * 10000 + minor * 100 + patch)
+    if lib is None:
+        return 0, 0, 0, 0, 0
+    return tuple(_address(lib, n) for n in names)
 
 
 def _crc32c():
@@ -131,7 +191,13 @@ def native_functions() -> NativeFunctions:
                 stream, reset, is_error, create, free, zstd_path = _zstd()
                 crc, crc_path = _crc32c()
                 _FOUND = NativeFunctions(lz4, stream, reset, is_error, create, free, crc,
-                                         (("lz4", lz4_path), ("zstd", zstd_path), ("crc32c", crc_path)), True)
+                                         **dict(zip(("lz4_reset_stream", "lz4_compress_fast_continue"),
+                                                    _lz4_compress() if lz4 else (0, 0))),
+                                         **dict(zip(("zstd_compress_stream2", "zstd_cctx_reset", "zstd_create_cctx",
+                                                     "zstd_free_cctx", "zstd_cctx_set_parameter"),
+                                                    _zstd_compress() if stream else (0,) * 5)),
+                                         sources=(("lz4", lz4_path), ("zstd", zstd_path), ("crc32c", crc_path)),
+                                         enabled=True)
         return _FOUND
 
 
@@ -243,5 +309,40 @@ def crc32c_update(typingctx, fn, crc, data, length):
 
     def codegen(context, builder, signature, args):
         return _call(builder, context, args[0], ir.IntType(32), [ir.IntType(32), _I8P, "size_t"], args[1:])
+
+    return sig, codegen
+
+
+@intrinsic
+def lz4_reset_stream(typingctx, fn, state):
+    """LZ4_resetStream(state) at address ``fn``."""
+    sig = types.void(types.uintp, types.uintp)
+
+    def codegen(context, builder, signature, args):
+        _call(builder, context, args[0], ir.VoidType(), [_I8P], args[1:])
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def lz4_compress_fast_continue(typingctx, fn, state, src, dst, src_size, dst_capacity, acceleration):
+    """LZ4_compress_fast_continue(state, src, dst, srcSize, dstCapacity, acceleration) at address ``fn``."""
+    sig = types.int32(types.uintp, types.uintp, types.uintp, types.uintp, types.int32, types.int32, types.int32)
+
+    def codegen(context, builder, signature, args):
+        i32 = ir.IntType(32)
+        return _call(builder, context, args[0], i32, [_I8P, _I8P, _I8P, i32, i32, i32], args[1:])
+
+    return sig, codegen
+
+
+@intrinsic
+def zstd_compress_stream2(typingctx, fn, cctx, output, input_, end_op):
+    """ZSTD_compressStream2(cctx, ZSTD_outBuffer*, ZSTD_inBuffer*, endOp) at address ``fn``."""
+    sig = types.uintp(types.uintp, types.uintp, types.uintp, types.uintp, types.int32)
+
+    def codegen(context, builder, signature, args):
+        return _call(builder, context, args[0], "size_t", [_I8P, _I8P, _I8P, ir.IntType(32)], args[1:])
 
     return sig, codegen

@@ -9,6 +9,11 @@ copied part is in canonical (shortest) form, every null length is -1 and every h
 ASCII (a header key is decoded leniently as UTF-8 and re-encoded); the kernel checks all of this
 and answers ``ENC_FALLBACK`` otherwise, and the caller then takes the reference writer. The
 header and CRC are built as ``encode_batch`` builds them; tests compare both writers byte for byte.
+
+``rebuild_batch_kernel`` is the same writing with no Python call at all, for compiled callers (the
+cleaner's window recopy): the header is the source batch's with the fields a rewrite changes
+patched, the payload compressed through the C codecs (``compression_accel``) and the CRC computed
+through the C CRC-32C (``native``); whatever it cannot do the same way it answers ENC_FALLBACK.
 """
 from __future__ import annotations
 
@@ -21,6 +26,9 @@ from numba import njit
 
 from kafkalog.format import record_batch as rb
 from kafkalog.format.records_accel import copy_bytes
+from kafkalog.format.compression import LZ4, NONE, ZSTD
+from kafkalog.format.compression_accel import COMP_OK, lz4_frame_compress, zstd_frame_compress
+from kafkalog.format.native import crc32c_update
 
 _CACHE = os.path.isfile(__file__)
 
@@ -181,6 +189,83 @@ def timestamp_deltas_kernel(ts, base, deltas):
     return False, top
 
 
+# header field positions (record_batch.HEADER)
+_LENGTH_AT, _CRC_AT, _ATTRIBUTES_AT, _BASE_TS_AT, _MAX_TS_AT, _COUNT_AT = 8, 17, 21, 27, 35, 57
+_HEADER_BYTES = rb.RECORDS_OFFSET
+_LOG_OVERHEAD = rb.LOG_OVERHEAD
+_KEEP_ATTRIBUTES = 0x3F                  # codec, timestamp type, transactional, control
+_HORIZON_FLAG = rb.DELETE_HORIZON_FLAG_MASK
+_OFFSET_LIMIT = (1 << 63) - (1 << 31)
+
+
+@njit(cache=_CACHE, inline="always")
+def _put_be(out, q, value, n):
+    v = np.uint64(value)
+    for i in range(n - 1, -1, -1):
+        out[q + i] = np.uint8(v & np.uint64(0xFF))
+        v >>= np.uint64(8)
+
+
+@njit(cache=_CACHE, inline="always")
+def _get_be64(buf, p):
+    v = np.uint64(0)
+    for i in range(8):
+        v = (v << np.uint64(8)) | np.uint64(buf[p + i])
+    return np.int64(v)
+
+
+@njit(cache=_CACHE, nogil=True)
+def rebuild_batch_kernel(buf, pos, src, start, end, count, keep, kept_ts, nk, log_append, max_timestamp,
+                         has_horizon, horizon, out, q, scratch, deltas, lz4_fns, lz4_state, zstd_fns, cctx, zstd_io,
+                         crc_fn):
+    """``rewrite_batch`` of the source batch whose header is at ``buf[pos]`` (records region
+    ``src[start:end)``, ``count`` records, ``keep`` one 0/1 each; ``kept_ts`` the ``nk`` kept
+    records' absolute timestamps), written at ``out[q:]``; ``max_timestamp`` is used when
+    ``log_append``, ``horizon`` when ``has_horizon``. ``scratch`` holds the uncompressed records
+    (room: end - start + 16 * nk), ``deltas`` nk timestamp deltas. Returns (status, end in out)."""
+    base_offset = _get_be64(buf, pos)
+    if nk == 0 or base_offset < -_OFFSET_LIMIT or base_offset > _OFFSET_LIMIT or crc_fn == 0:
+        return ENC_FALLBACK, q
+    base_ts = horizon if has_horizon else kept_ts[0]
+    overflow, top = timestamp_deltas_kernel(kept_ts[:nk], base_ts, deltas)
+    if overflow:
+        return ENC_FALLBACK, q
+    max_ts = max_timestamp if log_append else top
+    status, rq = rewrite_records_kernel(src, start, end, count, keep, deltas, scratch, 0)
+    if status != ENC_OK:
+        return status, q
+    attributes = np.int64(buf[pos + _ATTRIBUTES_AT + 1]) & _KEEP_ATTRIBUTES
+    codec = attributes & 7
+    at = q + _HEADER_BYTES
+    if codec == NONE:
+        if at + rq > out.shape[0]:
+            return ENC_FALLBACK, q
+        copy_bytes(out, at, scratch, 0, rq)
+        e = at + rq
+    elif codec == LZ4:
+        st, e = lz4_frame_compress(scratch, 0, rq, out, at, lz4_fns, lz4_state)
+        if st != COMP_OK:
+            return ENC_FALLBACK, q
+    elif codec == ZSTD:
+        st, e = zstd_frame_compress(scratch, 0, rq, out, at, zstd_fns, cctx, zstd_io)
+        if st != COMP_OK:
+            return ENC_FALLBACK, q
+    else:
+        return ENC_FALLBACK, q
+    if has_horizon:
+        attributes |= _HORIZON_FLAG
+    copy_bytes(out, q, buf, pos, _HEADER_BYTES)
+    _put_be(out, q + _LENGTH_AT, e - q - _LOG_OVERHEAD, 4)
+    _put_be(out, q + _ATTRIBUTES_AT, attributes, 2)
+    _put_be(out, q + _BASE_TS_AT, base_ts, 8)
+    _put_be(out, q + _MAX_TS_AT, max_ts, 8)
+    _put_be(out, q + _COUNT_AT, nk, 4)
+    crc = crc32c_update(crc_fn, np.uint32(0xFFFFFFFF), np.uintp(out.ctypes.data + q + _ATTRIBUTES_AT),
+                        np.uintp(e - q - _ATTRIBUTES_AT)) ^ np.uint32(0xFFFFFFFF)
+    _put_be(out, q + _CRC_AT, crc, 4)
+    return ENC_OK, e
+
+
 @functools.lru_cache(maxsize=256)
 def _attributes(codec: int, timestamp_type: int, transactional: bool, control: bool, horizon: bool) -> int:
     return rb.compute_attributes(codec=codec, timestamp_type=timestamp_type, transactional=transactional,
@@ -232,4 +317,5 @@ def rewrite_batch(src: np.ndarray, start: int, end: int, count: int, keep: np.nd
     return bytes(header) + bytes(payload)
 
 
-__all__ = ["ENC_FALLBACK", "ENC_MALFORMED", "ENC_OK", "rewrite_batch", "rewrite_records_kernel"]
+__all__ = ["ENC_FALLBACK", "ENC_MALFORMED", "ENC_OK", "rebuild_batch_kernel", "rewrite_batch",
+           "rewrite_records_kernel"]

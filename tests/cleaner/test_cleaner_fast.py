@@ -172,6 +172,10 @@ def _same_round(src_dir: Path, tmp: Path, monkeypatch, **kw):
     for name, engine, accel in (("ref", "reference", True), ("fast", "fast", True), ("fastref", "fast", False)):
         results[name] = _round(src_dir, tmp / name, engine, monkeypatch, accel_writer=accel, **dict(kw))
     ref_res, ref_files, _ = results["ref"]
+    if kw.get("record_decisions"):       # the compiled recopy (filter_to) runs only when no reasons are asked
+        res, files, _ = _round(src_dir, tmp / "compiled", "fast", monkeypatch, **dict(kw, record_decisions=False))
+        assert res.error == ref_res.error and files == ref_files and res.counts == ref_res.counts
+        assert [g.counts for g in res.groups] == [g.counts for g in ref_res.groups]
     for name in ("fast", "fastref"):
         res, files, passes = results[name]
         assert res.error == ref_res.error and res.skipped_reason == ref_res.skipped_reason
