@@ -266,12 +266,6 @@ class LogConfig:
             return self.retention_ms
         return self.local_retention_ms
 
-    @property
-    def local_retention_bytes_effective(self) -> int:
-        if not self.remote_copy_enabled or self.local_retention_bytes == -2:
-            return self.retention_bytes
-        return self.local_retention_bytes
-
     def to_dict(self) -> dict:
         """The values under Kafka's topic-config names (for reports)."""
         return {name: getattr(self, _attr(name)) for name in TOPIC_CONFIGS}
@@ -336,9 +330,6 @@ class KafkaConfigs:
             else:
                 values[_attr(name)], sources[name] = key.default, "default"
         return LogConfig(**values, sources=sources)
-
-    def topics_with_overrides(self) -> list[str]:
-        return sorted(self.topic_overrides)
 
 
 # --- parsing -------------------------------------------------------------------------------------

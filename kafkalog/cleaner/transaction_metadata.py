@@ -98,7 +98,3 @@ class CleanedTransactionMetadata:
             return True
         self._ongoing_committed.add(producer_id)
         return False
-
-    def aborted_txn_of(self, producer_id: int) -> Optional[AbortedTxn]:
-        meta = self._ongoing_aborted.get(producer_id)
-        return None if meta is None else meta.txn

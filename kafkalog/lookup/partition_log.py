@@ -134,10 +134,6 @@ class PartitionLog:
     # --- what the folder says ----------------------------------------------------------------
 
     @property
-    def segment_base_offsets(self) -> Tuple[int, ...]:
-        return tuple(int(b) for b in self.base_offsets)
-
-    @property
     def log_end_offset(self) -> int:
         """LEO: the last batch's last offset + 1 (the last segment's base offset when it is empty,
         the log start offset when there is no segment)."""
