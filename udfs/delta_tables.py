@@ -11,7 +11,10 @@ Spark jars.
 * ``engine="auto"`` picks the first that works in this session.
 
 Each commit carries ``kafkalog.*`` commit metadata (job, run id) so ``DESCRIBE HISTORY`` / delta-rs
-``history()`` tells which run wrote what. Files of a failed write are removed; the table is untouched
+``history()`` tells which run wrote what. A commit may also carry an application transaction
+(``app_transaction=(app id, version)``, Delta's ``txn`` action, which delta-spark's ``txnAppId`` /
+``txnVersion`` write too): :func:`committed_version` reads it back, so a streaming job can skip a
+micro-batch a table already holds (exactly-once appends). Files of a failed write are removed; the table is untouched
 until the commit, which is atomic.
 """
 from __future__ import annotations
@@ -22,7 +25,7 @@ import shutil
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Sequence, Tuple
 
 from .session import delta_spark_available
 
@@ -38,6 +41,7 @@ class WriteResult:
     version: Optional[int]
     files: int
     rows: int
+    file_paths: Tuple[str, ...] = ()      # delta-rs: the data files committed, relative to the table
 
     def to_dict(self) -> dict:
         return dict(path=self.path, engine=self.engine, version=self.version, files=self.files, rows=self.rows)
@@ -56,8 +60,11 @@ def choose_engine(spark, engine: str = AUTO) -> str:
 
 
 def write_table(df, path: os.PathLike | str, *, mode: str = APPEND, engine: str = AUTO,
-                metadata: Optional[Mapping[str, str]] = None) -> WriteResult:
-    """Write a DataFrame as (or append it to) the Delta table at ``path``."""
+                metadata: Optional[Mapping[str, str]] = None, partition_by: Sequence[str] = (),
+                app_transaction: Optional[Tuple[str, int]] = None) -> WriteResult:
+    """Write a DataFrame as (or append it to) the Delta table at ``path``, partitioned by the columns
+    ``partition_by`` (when the table is created), with the application transaction ``app_transaction``
+    in the same commit."""
     if mode not in (APPEND, OVERWRITE):
         raise ValueError(f"mode must be append or overwrite, not {mode!r}")
     engine = choose_engine(df.sparkSession, engine)
@@ -66,10 +73,35 @@ def write_table(df, path: os.PathLike | str, *, mode: str = APPEND, engine: str 
     if engine == SPARK:
         rows = df.count()
         writer = df.write.format("delta").mode(mode).option("userMetadata", json.dumps(metadata, sort_keys=True))
+        if partition_by:
+            writer = writer.partitionBy(*partition_by)
+        if app_transaction is not None:
+            writer = writer.option("txnAppId", app_transaction[0]).option("txnVersion", str(app_transaction[1]))
         writer.save(path)
         version = df.sparkSession.sql(f"DESCRIBE HISTORY delta.`{path}` LIMIT 1").collect()[0]["version"]
         return WriteResult(path, SPARK, int(version), -1, rows)
-    return _write_with_delta_rs(df, path, mode=mode, metadata=metadata)
+    return _write_with_delta_rs(df, path, mode=mode, metadata=metadata, partition_by=tuple(partition_by),
+                                app_transaction=app_transaction)
+
+
+def committed_version(path: os.PathLike | str, app_id: str) -> Optional[int]:
+    """The last version of application ``app_id`` committed to the table (None: none, or no table)."""
+    from deltalake import DeltaTable
+
+    path = os.fspath(path)
+    if not DeltaTable.is_deltatable(path):
+        return None
+    return DeltaTable(path).transaction_version(app_id)
+
+
+def remove_staging_leftovers(path: os.PathLike | str) -> int:
+    """Staging folders a killed delta-rs write left in the table folder (never part of the table)."""
+    table = Path(path)
+    gone = 0
+    for leftover in table.glob("_kafkalog_staging_*") if table.is_dir() else ():
+        shutil.rmtree(leftover, ignore_errors=True)
+        gone += 1
+    return gone
 
 
 def append_rows(spark, rows, schema, path: os.PathLike | str, *, engine: str = AUTO,
@@ -82,10 +114,11 @@ def append_rows(spark, rows, schema, path: os.PathLike | str, *, engine: str = A
     return write_table(df, path, mode=APPEND, engine=engine, metadata=metadata).to_dict()
 
 
-def _write_with_delta_rs(df, path: str, *, mode: str, metadata: Mapping[str, str]) -> WriteResult:
+def _write_with_delta_rs(df, path: str, *, mode: str, metadata: Mapping[str, str], partition_by: Tuple[str, ...] = (),
+                         app_transaction: Optional[Tuple[str, int]] = None) -> WriteResult:
     import pyarrow.parquet as pq
     from deltalake import DeltaTable, Schema
-    from deltalake.transaction import AddAction, CommitProperties, create_table_with_add_actions
+    from deltalake.transaction import (AddAction, CommitProperties, Transaction, create_table_with_add_actions)
     from pyspark.sql.pandas.types import to_arrow_schema
 
     table = Path(path)
@@ -94,30 +127,39 @@ def _write_with_delta_rs(df, path: str, *, mode: str, metadata: Mapping[str, str
     staging = table / f"_kafkalog_staging_{write_id}"
     moved: list[Path] = []
     try:
-        df.write.mode("error").parquet(str(staging))
+        writer = df.write.mode("error")
+        if partition_by:
+            writer = writer.partitionBy(*partition_by)
+        writer.parquet(str(staging))
         adds, rows = [], 0
         schema = to_arrow_schema(df.schema, timezone="UTC")
-        for n, part in enumerate(sorted(staging.glob("part-*.parquet"))):
+        parts = sorted(staging.glob("/".join(["*"] * len(partition_by) + ["part-*.parquet"])))
+        for n, part in enumerate(parts):
             meta = pq.read_metadata(part)
-            if n == 0:
+            if n == 0 and not partition_by:
                 schema = pq.read_schema(part).remove_metadata()
-            name = f"part-{write_id}-{n:05d}.parquet"
+            folders = part.relative_to(staging).parent
+            values = {k: unescape_partition_value(v) for k, v in (d.split("=", 1) for d in folders.parts)}
+            name = str(folders / f"part-{write_id}-{n:05d}.parquet")
             target = table / name
+            target.parent.mkdir(parents=True, exist_ok=True)
             os.replace(part, target)
             moved.append(target)
             stat = target.stat()
             rows += meta.num_rows
-            adds.append(AddAction(name, stat.st_size, {}, int(stat.st_mtime * 1000), True,
+            adds.append(AddAction(name, stat.st_size, values, int(stat.st_mtime * 1000), True,
                                   json.dumps({"numRecords": meta.num_rows})))
-        commit = CommitProperties(custom_metadata=dict(metadata))
+        txns = [Transaction(app_transaction[0], int(app_transaction[1]))] if app_transaction else None
+        commit = CommitProperties(custom_metadata=dict(metadata), app_transactions=txns)
         if DeltaTable.is_deltatable(path):
             existing = DeltaTable(path)
-            existing.create_write_transaction(adds, mode=mode, schema=schema, commit_properties=commit)
+            existing.create_write_transaction(adds, mode=mode, schema=schema, partition_by=list(partition_by) or None,
+                                              commit_properties=commit)
         else:
             create_table_with_add_actions(path, Schema.from_arrow(schema), adds, mode="error",
-                                          commit_properties=commit)
+                                          partition_by=list(partition_by) or None, commit_properties=commit)
         version = DeltaTable(path).version()
-        return WriteResult(path, RS, version, len(adds), rows)
+        return WriteResult(path, RS, version, len(adds), rows, tuple(a.path for a in adds))
     except BaseException:
         for target in moved:
             try:
@@ -127,6 +169,13 @@ def _write_with_delta_rs(df, path: str, *, mode: str, metadata: Mapping[str, str
         raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def unescape_partition_value(text: str) -> Optional[str]:
+    """A Hive-style folder value as Spark writes it (``%XX`` escapes; its null marker)."""
+    from urllib.parse import unquote
+
+    return None if text == "__HIVE_DEFAULT_PARTITION__" else unquote(text)
 
 
 def read_table(spark, path: os.PathLike | str, *, engine: str = AUTO):
@@ -145,7 +194,17 @@ def read_table(spark, path: os.PathLike | str, *, engine: str = AUTO):
         import pyarrow as pa
         from pyspark.sql.pandas.types import from_arrow_schema
         return spark.createDataFrame([], from_arrow_schema(pa.schema(dt.schema().to_arrow())))
-    return spark.read.parquet(*files)
+    partition_columns = dt.metadata().partition_columns
+    if not partition_columns:
+        return spark.read.parquet(*files)
+    # partition values live in the folder names: read them back as columns of the table's types (a topic
+    # named "123" stays a string), in the table's column order
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    schema = from_arrow_schema(pa.schema(dt.schema().to_arrow()))
+    df = spark.read.schema(schema).option("basePath", os.path.abspath(path)).parquet(*files)
+    return df.select(*schema.fieldNames())
 
 
 def table_history(path: os.PathLike | str) -> list[dict]:

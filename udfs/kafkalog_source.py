@@ -222,7 +222,7 @@ class KafkalogReader(DataSourceReader):
 
 # --- streaming -------------------------------------------------------------------------------------------
 
-def _listed_facts(options: SourceOptions) -> dict:
+def listed_facts(options: SourceOptions) -> dict:
     """{(topic, partition): PartitionFacts} of every subscribed partition in the log dirs now."""
     cache: dict = {}
     return {(p.topic, p.partition): load_partition_facts(d, p, cache) for d, p in list_partitions(options)}
@@ -264,10 +264,10 @@ class KafkalogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.target = None         # Trigger.AvailableNow: the latest offsets when the query started
 
     def _latest(self) -> dict:
-        return {tp: _readable_end(f, self.options.read_committed) for tp, f in _listed_facts(self.options).items()}
+        return {tp: _readable_end(f, self.options.read_committed) for tp, f in listed_facts(self.options).items()}
 
     def initialOffset(self):
-        facts = _listed_facts(self.options)
+        facts = listed_facts(self.options)
         check_listing(self.options, sorted(facts))
         out, logs = {}, {}
         try:
@@ -293,7 +293,7 @@ class KafkalogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return to_json_offsets(latest)
 
     def partitions(self, start, end):
-        facts = _listed_facts(self.options)
+        facts = listed_facts(self.options)
         ranges, losses = plan_ranges(from_json_offsets(start), from_json_offsets(end),
                                      {tp: f.log_start_offset for tp, f in facts.items()},
                                      fail_on_data_loss=self.options.fail_on_data_loss)
