@@ -131,3 +131,15 @@ def test_kafkalog_imports_spark_only_inside_functions_of_kafkalog_testing():
             spark = [n for n in names if n.split(".")[0] in SPARK_MODULES]
             if spark:
                 assert lazy_ok and id(node) not in top_level, f"{path.relative_to(REPO)}:{node.lineno} imports {spark}"
+
+
+def test_the_readme_user_test_runs(spark, tmp_path):
+    """The README's 10-line user test, run as written (with the tests' session as its fixture)."""
+    import re
+
+    text = (REPO / "README.md").read_text()
+    section = text[text.index("## Testing your pipelines"):]
+    code = re.search(r"```python\n(.*?)```", section, flags=re.S).group(1)
+    scope: dict = {}
+    exec(compile(code, "README.md", "exec"), scope)
+    scope["test_drop_tombstones"](spark, tmp_path)
