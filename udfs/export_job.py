@@ -26,6 +26,7 @@ from kafkalog.errors import UsageError
 
 from . import delta_tables
 from .job import EXIT_OK, base_parser, now_ms, progress, resolve_log_dirs, table_path, write_report
+from .partitions import partition_folders_of, topics_option
 from .session import build_session
 
 JOB = "export"
@@ -135,6 +136,7 @@ def main(argv: Sequence[str], *, spark=None) -> int:
     if args.max_records_per_batch is not None and args.max_records_per_batch < 1:
         raise UsageError("--max-records-per-batch must be at least 1")
     log_dirs = resolve_log_dirs(args)
+    partition_folders_of(log_dirs, topics_option(args.topics))     # an unknown --topics name: exit 2
     checkpoint = os.path.abspath(args.checkpoint)
     table = os.path.abspath(args.table)
     started, run_at = time.monotonic(), now_ms()

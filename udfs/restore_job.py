@@ -112,6 +112,8 @@ def restore(df, log_dir, *, compression: Optional[str] = None, configs: Optional
 
 def main(argv: Sequence[str], *, spark=None) -> int:
     args = build_parser().parse_args(argv)
+    if args.log_dirs:
+        raise UsageError("restore writes ONE new log dir: give it as --log-dir DIR (--log-dirs names log dirs to read)")
     configs = load_job_configs(args)
     if not delta_tables_exists(args.table):
         raise UsageError(f"--table {args.table} is not a Delta table")
