@@ -21,6 +21,9 @@ defaults to ``latest``, ``ending*`` are refused, ``maxOffsetsPerTrigger`` caps e
 Ours (no Kafka counterpart): ``path`` / ``logDirs`` (comma-separated log dirs), ``includeBatchColumns``,
 ``includeControlRecords`` (control batches' records as rows, for a faithful export),
 ``kafkalog.dataLossDir`` (streaming, failOnDataLoss=false: each data-loss event written there as JSON),
+``kafkalog.exportDir`` (the export job's: each task writes its rows as Parquet files there, one per topic,
+and the query's rows are those files — path, topic, partition, rows, offsets — so records never pass
+through the JVM),
 ``maxPartitionBytes`` (bytes of ``.log`` per input partition), ``kafkalog.metricsDir`` (each task writes
 the bytes of ``.log`` it read there, for benchmarks), ``kafkalog.pushdown`` (false: prune nothing).
 """
@@ -58,7 +61,7 @@ KNOWN_OPTIONS = frozenset(o.lower() for o in (
     "startingTimestamp", "endingTimestamp", "startingOffsetsByTimestamp", "endingOffsetsByTimestamp",
     "startingOffsetsByTimestampStrategy", "failOnDataLoss", "minPartitions", "includeHeaders",
     "includeBatchColumns", "maxPartitionBytes", "kafkalog.metricsDir", "kafkalog.pushdown",
-    "maxOffsetsPerTrigger", "includeControlRecords", "kafkalog.dataLossDir",
+    "maxOffsetsPerTrigger", "includeControlRecords", "kafkalog.dataLossDir", "kafkalog.exportDir",
 ))
 ENDING_OPTIONS = ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp")
 
@@ -100,6 +103,7 @@ class SourceOptions:
     max_offsets_per_trigger: Optional[int] = None    # streaming: records per micro-batch, over all partitions
     include_control_records: bool = False            # ours: control batches' records as rows (isControl=true)
     data_loss_dir: Optional[str] = None              # ours, streaming: each data-loss event as a JSON file there
+    export_dir: Optional[str] = None                 # ours: tasks write the rows as Parquet there, yield file rows
 
     @property
     def read_committed(self) -> bool:
@@ -313,4 +317,5 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool = False)
         max_offsets_per_trigger=_int(opts, "maxOffsetsPerTrigger", minimum=1),
         include_control_records=_bool(opts, "includeControlRecords", False),
         data_loss_dir=str(opts["kafkalog.datalossdir"]) if opts.get("kafkalog.datalossdir") else None,
+        export_dir=str(opts["kafkalog.exportdir"]) if opts.get("kafkalog.exportdir") else None,
     )

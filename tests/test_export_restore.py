@@ -124,6 +124,16 @@ def test_a_replayed_micro_batch_the_table_holds_is_skipped(spark, tmp_path):
     assert table_rows(tmp_path / "table") == rows
 
 
+def test_a_table_exported_with_another_checkpoint_is_refused(spark, exported, tmp_path):
+    root, logs, _parts, _ = exported
+    from udfs.job import run
+
+    before = DeltaTable(str(root / "table")).version()
+    rc = run("export", lambda a: export_job.main(a, spark=spark),
+             ["--log-dirs", str(logs), "--table", str(root / "table"), "--checkpoint", str(tmp_path / "other")])
+    assert rc == 2 and DeltaTable(str(root / "table")).version() == before
+
+
 def _spark_submit(args, log_path):
     env = dict(os.environ, SPARK_MASTER="local[2]")
     return subprocess.Popen([str(REPO / "spark-submit.sh"), *args], stdout=open(log_path, "w"),

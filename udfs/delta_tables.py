@@ -114,11 +114,51 @@ def append_rows(spark, rows, schema, path: os.PathLike | str, *, engine: str = A
     return write_table(df, path, mode=APPEND, engine=engine, metadata=metadata).to_dict()
 
 
+@dataclass(frozen=True)
+class DataFile:
+    """A Parquet file inside the table folder, to be added by :func:`commit_files`."""
+
+    path: str                                   # relative to the table, '/'-separated
+    size: int
+    partition_values: Mapping[str, Optional[str]]
+    records: int
+
+
+def commit_files(path: str, files: Sequence[DataFile], schema, *, mode: str = APPEND,
+                 partition_by: Sequence[str] = (), app_transaction: Optional[Tuple[str, int]] = None,
+                 metadata: Optional[Mapping[str, str]] = None) -> int:
+    """ONE delta-rs commit adding ``files`` (already in the table folder) — creating the table with
+    ``schema`` (Arrow) when there is none — with the application transaction; returns the new version."""
+    import time as _time
+
+    from deltalake import DeltaTable, Schema
+    from deltalake.transaction import AddAction, CommitProperties, Transaction, create_table_with_add_actions
+
+    now = int(_time.time() * 1000)
+    adds = [AddAction(f.path, f.size, dict(f.partition_values), now, True, json.dumps({"numRecords": f.records}))
+            for f in files]
+    txns = [Transaction(app_transaction[0], int(app_transaction[1]))] if app_transaction else None
+    commit = CommitProperties(custom_metadata=dict(metadata or {}), app_transactions=txns)
+    if DeltaTable.is_deltatable(path):
+        DeltaTable(path).create_write_transaction(adds, mode=mode, schema=schema, partition_by=list(partition_by) or None,
+                                                  commit_properties=commit)
+    else:
+        create_table_with_add_actions(path, Schema.from_arrow(schema), adds, mode="error",
+                                      partition_by=list(partition_by) or None, commit_properties=commit)
+    return DeltaTable(path).version()
+
+
+def partition_folder(values: Mapping[str, Optional[str]], columns: Sequence[str]) -> str:
+    """``topic=orders`` (Hive style, escaped as Spark escapes) for a file's partition values."""
+    from urllib.parse import quote
+
+    return "/".join(f"{c}={'__HIVE_DEFAULT_PARTITION__' if values[c] is None else quote(values[c], safe='')}"
+                    for c in columns)
+
+
 def _write_with_delta_rs(df, path: str, *, mode: str, metadata: Mapping[str, str], partition_by: Tuple[str, ...] = (),
                          app_transaction: Optional[Tuple[str, int]] = None) -> WriteResult:
     import pyarrow.parquet as pq
-    from deltalake import DeltaTable, Schema
-    from deltalake.transaction import (AddAction, CommitProperties, Transaction, create_table_with_add_actions)
     from pyspark.sql.pandas.types import to_arrow_schema
 
     table = Path(path)
@@ -131,7 +171,7 @@ def _write_with_delta_rs(df, path: str, *, mode: str, metadata: Mapping[str, str
         if partition_by:
             writer = writer.partitionBy(*partition_by)
         writer.parquet(str(staging))
-        adds, rows = [], 0
+        files, rows = [], 0
         schema = to_arrow_schema(df.schema, timezone="UTC")
         parts = sorted(staging.glob("/".join(["*"] * len(partition_by) + ["part-*.parquet"])))
         for n, part in enumerate(parts):
@@ -145,21 +185,11 @@ def _write_with_delta_rs(df, path: str, *, mode: str, metadata: Mapping[str, str
             target.parent.mkdir(parents=True, exist_ok=True)
             os.replace(part, target)
             moved.append(target)
-            stat = target.stat()
             rows += meta.num_rows
-            adds.append(AddAction(name, stat.st_size, values, int(stat.st_mtime * 1000), True,
-                                  json.dumps({"numRecords": meta.num_rows})))
-        txns = [Transaction(app_transaction[0], int(app_transaction[1]))] if app_transaction else None
-        commit = CommitProperties(custom_metadata=dict(metadata), app_transactions=txns)
-        if DeltaTable.is_deltatable(path):
-            existing = DeltaTable(path)
-            existing.create_write_transaction(adds, mode=mode, schema=schema, partition_by=list(partition_by) or None,
-                                              commit_properties=commit)
-        else:
-            create_table_with_add_actions(path, Schema.from_arrow(schema), adds, mode="error",
-                                          partition_by=list(partition_by) or None, commit_properties=commit)
-        version = DeltaTable(path).version()
-        return WriteResult(path, RS, version, len(adds), rows, tuple(a.path for a in adds))
+            files.append(DataFile(name, target.stat().st_size, values, meta.num_rows))
+        version = commit_files(path, files, schema, mode=mode, partition_by=partition_by,
+                               app_transaction=app_transaction, metadata=metadata)
+        return WriteResult(path, RS, version, len(files), rows, tuple(f.path for f in files))
     except BaseException:
         for target in moved:
             try:

@@ -1,9 +1,12 @@
 """``spark-submit.sh export``: append every record of the log dirs up to each partition's high watermark that
 the Delta table does not hold yet, then exit; exactly once across kills.
 
-How: a Spark streaming query over ``format("kafkalog")`` (Trigger.AvailableNow) with a checkpoint, whose
-``foreachBatch`` appends each micro-batch to the table in ONE Delta commit carrying the application
-transaction (app id = ``kafkalog-export-`` + the checkpoint's query id, version = the micro-batch id).
+How: a Spark streaming query over ``format("kafkalog")`` (Trigger.AvailableNow) with a checkpoint. Its
+tasks write their records as Parquet files into a staging folder of the table (the source's
+``kafkalog.exportDir``: records go from the decoder to Parquet in the Python worker, never through the
+JVM) and the query's rows are those files; ``foreachBatch`` moves a micro-batch's files into the table
+and adds them in ONE delta-rs commit carrying the application transaction (app id =
+``kafkalog-export-`` + the checkpoint's query id, version = the micro-batch id).
 Spark logs a micro-batch's offsets before running it and marks it done after; a run killed anywhere
 re-runs the last logged micro-batch with the same offsets, and a micro-batch the table already holds
 (its version is at or below the table's transaction version for the app) is skipped, so a kill between
@@ -32,6 +35,7 @@ from .session import build_session
 JOB = "export"
 APP_ID_PREFIX = "kafkalog-export-"
 DATA_LOSS_FOLDER = "kafkalog-data-loss"     # in the checkpoint: the data-loss events of the source
+STAGING_FOLDER = "_kafkalog_staging_export"  # in the table folder (Delta readers skip names starting with _)
 PARTITION_COLUMNS = ("topic",)
 DESCRIPTION = "Append every record of the log dirs up to each partition's high watermark that is not yet in " \
               "the Delta table (exactly once, also across kills), then exit."
@@ -41,7 +45,7 @@ def build_parser():
     parser = base_parser(JOB, DESCRIPTION, epilog=(
         "Run it again to append only what is new. Killing it at any moment and running it again leaves every\n"
         "record in the table exactly once (Spark's streaming checkpoint + the Delta commit's application\n"
-        "transaction). Keep --checkpoint with the table: a new checkpoint starts from the earliest offsets."))
+        "transaction). Keep --checkpoint with the table: a table exported with another checkpoint is refused."))
     parser.add_argument("--table", metavar="PATH", type=table_path, required=True, help="Delta table to append to")
     parser.add_argument("--checkpoint", metavar="PATH", required=True,
                         help="the streaming checkpoint folder (created on the first run)")
@@ -64,11 +68,12 @@ def app_id(checkpoint: os.PathLike | str) -> Optional[str]:
         return None
 
 
-def source_options(args, log_dirs, checkpoint: str) -> dict:
+def source_options(args, log_dirs, checkpoint: str, table: str) -> dict:
     options = {"path": ",".join(str(d) for d in log_dirs), "startingOffsets": "earliest", "includeHeaders": "true",
                "includeBatchColumns": "true", "includeControlRecords": "true",
                "failOnDataLoss": "true" if args.fail_on_data_loss else "false",
-               "kafkalog.dataLossDir": os.path.join(checkpoint, DATA_LOSS_FOLDER)}
+               "kafkalog.dataLossDir": os.path.join(checkpoint, DATA_LOSS_FOLDER),
+               "kafkalog.exportDir": os.path.join(table, STAGING_FOLDER)}
     if args.topics:
         options["subscribe"] = args.topics
     if args.max_records_per_batch:
@@ -76,24 +81,54 @@ def source_options(args, log_dirs, checkpoint: str) -> dict:
     return options
 
 
-def partition_stats(table: str, files: Sequence[str]) -> dict:
-    """{(topic, partition): [rows, min offset, max offset]} of the data files just committed (read back
-    from their columns, topic from the folder name)."""
-    import pyarrow.parquet as pq
+def table_schema():
+    """The table's columns: the data source's with headers, batch columns and control records."""
+    from kafkalog.kafka_source_options import parse_source_options
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from .kafkalog_source import source_schema
 
-    out: dict = {}
-    for rel in files:
-        topic = next((d.split("=", 1)[1] for d in Path(rel).parent.parts if d.startswith("topic=")), None)
-        t = pq.read_table(os.path.join(table, rel), columns=["partition", "offset"])
-        if t.num_rows == 0:
-            continue
-        grouped = t.group_by("partition").aggregate([("offset", "count"), ("offset", "min"), ("offset", "max")])
-        for p, n, lo, hi in zip(*(grouped.column(c).to_pylist() for c in
-                                  ("partition", "offset_count", "offset_min", "offset_max"))):
-            cur = out.setdefault((delta_tables.unescape_partition_value(topic) if topic else None, p), [0, lo, hi])
-            cur[0] += n
-            cur[1], cur[2] = min(cur[1], lo), max(cur[2], hi)
-    return out
+    parsed = parse_source_options({"path": "-", "includeHeaders": "true", "includeBatchColumns": "true"})
+    return to_arrow_schema(source_schema(parsed, records=True), timezone="UTC")
+
+
+def commit_micro_batch(table: str, file_rows: Sequence[dict], app: str, batch_id: int) -> Optional[int]:
+    """Move the micro-batch's files into the table and add them in one commit with (app, batch_id);
+    None (and the files removed) when the table already holds this micro-batch."""
+    done = delta_tables.committed_version(table, app)
+    files = sorted({r["file"]: r["topic"] for r in file_rows}.items())
+    if done is not None and done >= batch_id:
+        for path, _topic in files:
+            Path(path).unlink(missing_ok=True)
+        return None
+    records = {}
+    for r in file_rows:
+        records[r["file"]] = records.get(r["file"], 0) + r["rows"]
+    data_files = []
+    for path, topic in files:
+        values = {"topic": topic}
+        rel = f"{delta_tables.partition_folder(values, PARTITION_COLUMNS)}/{Path(path).name}"
+        target = Path(table, rel)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(path, target)
+        data_files.append(delta_tables.DataFile(rel, target.stat().st_size, values, records[path]))
+    return delta_tables.commit_files(table, data_files, table_schema(), partition_by=PARTITION_COLUMNS,
+                                     app_transaction=(app, batch_id),
+                                     metadata={"kafkalog.job": JOB, "kafkalog.batch_id": str(batch_id),
+                                               "kafkalog.app_id": app})
+
+
+def check_table_belongs_to(table: str, checkpoint: str) -> None:
+    """A table exported with another checkpoint would get every record again from a new one: refused."""
+    from deltalake import DeltaTable
+
+    if not DeltaTable.is_deltatable(table):
+        return
+    apps = {h.get("kafkalog.app_id") for h in DeltaTable(table).history()} - {None}
+    mine = app_id(checkpoint)
+    if apps and mine not in apps:
+        raise UsageError(f"--table {table} was exported with another streaming checkpoint ({', '.join(sorted(apps))}); "
+                         f"--checkpoint {checkpoint} {'is new' if mine is None else 'is ' + mine} and would export "
+                         "every record again. Give the table's own checkpoint, or a new table")
 
 
 def committed_offsets(checkpoint: str) -> dict:
@@ -112,7 +147,8 @@ def plan_dry_run(options: dict, checkpoint: str) -> tuple:
     from kafkalog.stream_offsets import from_json_offsets, plan_ranges
     from .kafkalog_source import listed_facts
 
-    parsed = parse_source_options({k: v for k, v in options.items() if k != "kafkalog.dataLossDir"}, streaming=True)
+    parsed = parse_source_options({k: v for k, v in options.items()
+                                   if k not in ("kafkalog.dataLossDir", "kafkalog.exportDir")}, streaming=True)
     facts = listed_facts(parsed)
     start = from_json_offsets(committed_offsets(checkpoint))
     ranges, losses = plan_ranges(start, {tp: f.latest for tp, f in facts.items()},
@@ -140,7 +176,7 @@ def main(argv: Sequence[str], *, spark=None) -> int:
     checkpoint = os.path.abspath(args.checkpoint)
     table = os.path.abspath(args.table)
     started, run_at = time.monotonic(), now_ms()
-    options = source_options(args, log_dirs, checkpoint)
+    options = source_options(args, log_dirs, checkpoint, table)
     report = dict(job=JOB, run_at_ms=run_at, log_dirs=[str(d) for d in log_dirs], table=table, checkpoint=checkpoint,
                   dry_run=bool(args.dry_run))
     if args.dry_run:
@@ -155,6 +191,7 @@ def main(argv: Sequence[str], *, spark=None) -> int:
         return EXIT_OK
     spark = spark or build_session(f"kafkalog-{JOB}", master=args.master)
 
+    check_table_belongs_to(table, checkpoint)
     cleaned = delta_tables.remove_staging_leftovers(table)
     if cleaned:
         progress(f"removed {cleaned} staging folder(s) an interrupted run left in {table}")
@@ -167,20 +204,19 @@ def main(argv: Sequence[str], *, spark=None) -> int:
         app = app_id(checkpoint)
         if app is None:
             raise RuntimeError(f"the streaming checkpoint {checkpoint} has no query id (metadata file)")
-        done = delta_tables.committed_version(table, app)
-        if done is not None and done >= batch_id:
-            progress(f"micro-batch {batch_id}: already in the table (Delta transaction {app} at {done}); skipped")
+        file_rows = [r.asDict() for r in df.collect()]          # the tasks wrote the files; these are their rows
+        version = commit_micro_batch(table, file_rows, app, batch_id)
+        if version is None:
+            progress(f"micro-batch {batch_id}: already in the table (Delta transaction {app}); skipped")
             batches.append(dict(batch_id=batch_id, skipped=True))
             return
-        result = delta_tables.write_table(df, table, mode=delta_tables.APPEND, engine=delta_tables.RS,
-                                          partition_by=PARTITION_COLUMNS, app_transaction=(app, batch_id),
-                                          metadata={"job": JOB, "batch_id": batch_id})
-        for tp, (n, lo, hi) in partition_stats(table, result.file_paths).items():
-            cur = per_partition.setdefault(tp, [0, lo, hi])
-            cur[0] += n
-            cur[1], cur[2] = min(cur[1], lo), max(cur[2], hi)
-        progress(f"micro-batch {batch_id}: {result.rows} records appended (Delta version {result.version})")
-        batches.append(dict(batch_id=batch_id, skipped=False, rows=result.rows, version=result.version))
+        for r in file_rows:
+            cur = per_partition.setdefault((r["topic"], r["partition"]), [0, r["minOffset"], r["maxOffset"]])
+            cur[0] += r["rows"]
+            cur[1], cur[2] = min(cur[1], r["minOffset"]), max(cur[2], r["maxOffset"])
+        rows = sum(r["rows"] for r in file_rows)
+        progress(f"micro-batch {batch_id}: {rows} records appended (Delta version {version})")
+        batches.append(dict(batch_id=batch_id, skipped=False, rows=rows, version=version))
 
     reader = spark.readStream.format("kafkalog")
     for k, v in options.items():
@@ -188,6 +224,7 @@ def main(argv: Sequence[str], *, spark=None) -> int:
     query = (reader.load().writeStream.foreachBatch(append_batch).option("checkpointLocation", checkpoint)
              .trigger(availableNow=True).start())
     query.awaitTermination()
+    delta_tables.remove_staging_leftovers(table)      # files of task attempts Spark retried: never committed
     gaps = [e for name, e in sorted(_loss_events(losses_dir).items()) if name not in losses_before]
     partitions = [dict(topic=t, partition=p, rows=n, from_offset=lo, to_offset=hi)
                   for (t, p), (n, lo, hi) in sorted(per_partition.items())]

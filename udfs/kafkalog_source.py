@@ -73,7 +73,19 @@ BATCH_FIELDS = [
 ]
 
 
-def source_schema(options: SourceOptions) -> StructType:
+# With kafkalog.exportDir: one row per (Parquet file, partition) a task wrote (the export job's query).
+EXPORT_FILE_FIELDS = [
+    StructField("file", StringType()), StructField("topic", StringType()), StructField("partition", IntegerType()),
+    StructField("rows", LongType()), StructField("minOffset", LongType()), StructField("maxOffset", LongType()),
+    StructField("bytes", LongType()),
+]
+EXPORT_FILE_COMPRESSION = "snappy"
+
+
+def source_schema(options: SourceOptions, *, records: bool = False) -> StructType:
+    """The rows of a query with these options (``records``: the record schema even with exportDir)."""
+    if options.export_dir and not records:
+        return StructType(EXPORT_FILE_FIELDS)
     fields = list(KAFKA_FIELDS)
     if options.include_headers:
         fields.append(HEADERS_FIELD)
@@ -194,6 +206,54 @@ def read_task(task: ScanTask, target: pa.Schema, *, metrics_dir: Optional[str] =
             json.dump({"bytes_read": read_bytes, "rows": rows, "pieces": len(task.pieces)}, out)
 
 
+def write_task_files(task: ScanTask, records: pa.Schema, out_dir: str, *, include_control: bool,
+                     metrics_dir: Optional[str] = None) -> Iterator[pa.RecordBatch]:
+    """Read one input partition and write its records as Parquet files in ``out_dir`` — one per topic, the
+    ``topic`` column left out (it is the table's partition column) — then yield one row per (file,
+    partition): what the export job commits."""
+    import pyarrow.parquet as pq
+
+    file_schema = records.remove(records.get_field_index("topic"))
+    writers: dict = {}
+    stats: dict = {}
+    try:
+        for batch in read_task(task, records, metrics_dir=metrics_dir, include_control=include_control):
+            topic, partition = batch.column("topic")[0].as_py(), batch.column("partition")[0].as_py()
+            if topic not in writers:
+                os.makedirs(out_dir, exist_ok=True)
+                path = os.path.join(out_dir, f"part-{uuid.uuid4().hex}.parquet")
+                writers[topic] = (pq.ParquetWriter(path, file_schema, compression=EXPORT_FILE_COMPRESSION), path)
+            writers[topic][0].write_batch(batch.drop_columns(["topic"]))
+            offsets = batch.column("offset")
+            lo, hi = pc.min(offsets).as_py(), pc.max(offsets).as_py()
+            st = stats.setdefault((topic, partition), [0, lo, hi])
+            st[0] += batch.num_rows
+            st[1], st[2] = min(st[1], lo), max(st[2], hi)
+    finally:
+        for writer, _path in writers.values():
+            writer.close()
+    rows = [dict(file=writers[t][1], topic=t, partition=p, rows=n, minOffset=lo, maxOffset=hi,
+                 bytes=os.path.getsize(writers[t][1])) for (t, p), (n, lo, hi) in sorted(stats.items())]
+    if rows:
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        yield pa.RecordBatch.from_pylist(rows, schema=to_arrow_schema(StructType(EXPORT_FILE_FIELDS)))
+
+
+def _records_arrow_schema(options: SourceOptions) -> pa.Schema:
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(source_schema(options, records=True), timezone="UTC")
+
+
+def run_task(options: SourceOptions, task: ScanTask, target: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """A task of a batch or streaming read: its records, or with exportDir the Parquet files it wrote."""
+    if options.export_dir:
+        return write_task_files(task, _records_arrow_schema(options), options.export_dir,
+                                include_control=options.include_control_records, metrics_dir=options.metrics_dir)
+    return read_task(task, target, metrics_dir=options.metrics_dir, include_control=options.include_control_records)
+
+
 class KafkalogReader(DataSourceReader):
     def __init__(self, options: SourceOptions, schema: StructType):
         from pyspark.sql.pandas.types import to_arrow_schema
@@ -216,8 +276,7 @@ class KafkalogReader(DataSourceReader):
         return [TaskPartition(t) for t in tasks] or [TaskPartition(ScanTask(()))]
 
     def read(self, partition: TaskPartition):
-        return read_task(partition.task, self.arrow_schema, metrics_dir=self.options.metrics_dir,
-                         include_control=self.options.include_control_records)
+        return run_task(self.options, partition.task, self.arrow_schema)
 
 
 # --- streaming -------------------------------------------------------------------------------------------
@@ -311,8 +370,7 @@ class KafkalogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return [TaskPartition(t) for t in pack(pieces, target, self.options.min_partitions)]
 
     def read(self, partition: TaskPartition):
-        return read_task(partition.task, self.arrow_schema, metrics_dir=self.options.metrics_dir,
-                         include_control=self.options.include_control_records)
+        return run_task(self.options, partition.task, self.arrow_schema)
 
     def commit(self, end) -> None:
         """Nothing to release: the log dirs are only read."""
