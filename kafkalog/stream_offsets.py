@@ -103,19 +103,21 @@ def from_json_offsets(value: Mapping) -> PartitionOffsets:
 # --- decisions -----------------------------------------------------------------------------------------
 
 def rate_limit(start: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int],
-               limit: Optional[int]) -> PartitionOffsets:
+               limit: Optional[int], log_starts: Optional[Mapping[TopicPartition, int]] = None) -> PartitionOffsets:
     """The end offsets of the next micro-batch: ``latest``, or with ``limit`` records at most about that
     many, shared out by backlog (Spark's KafkaMicroBatchStream.rateLimit). A partition not in ``start``
-    counts from 0 here as in Spark (its real start is its log start, found when planning)."""
+    counts from its log start (``log_starts``; 0 when unknown), as Spark counts a new partition from its
+    earliest offset."""
     if limit is None:
         return dict(latest)
-    sizes = {tp: max(0, end - start.get(tp, 0)) for tp, end in latest.items()}
+    begins = {tp: start.get(tp, (log_starts or {}).get(tp, 0)) for tp in latest}
+    sizes = {tp: max(0, end - begins[tp]) for tp, end in latest.items()}
     total = sum(sizes.values())
     if total <= 0:
         return dict(latest)
     out: PartitionOffsets = {}
     for tp, end in latest.items():
-        begin = start.get(tp, 0)
+        begin = begins[tp]
         if sizes[tp] <= 0:
             out[tp] = end
             continue

@@ -322,8 +322,11 @@ class KafkalogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
         self.target = None         # Trigger.AvailableNow: the latest offsets when the query started
 
-    def _latest(self) -> dict:
-        return {tp: _readable_end(f, self.options.read_committed) for tp, f in listed_facts(self.options).items()}
+    def _latest(self) -> tuple:
+        """(latest readable offset, log start offset) of every listed partition."""
+        facts = listed_facts(self.options)
+        return ({tp: _readable_end(f, self.options.read_committed) for tp, f in facts.items()},
+                {tp: f.log_start_offset for tp, f in facts.items()})
 
     def initialOffset(self):
         facts = listed_facts(self.options)
@@ -343,12 +346,13 @@ class KafkalogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadMaxRows(n) if n else ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self.target = self._latest()
+        self.target = self._latest()[0]
 
     def latestOffset(self, start, limit):
-        latest = cap(self._latest(), self.target)
+        latest, log_starts = self._latest()
+        latest = cap(latest, self.target)
         if isinstance(limit, ReadMaxRows):
-            latest = rate_limit(from_json_offsets(start), latest, limit.max_rows)
+            latest = rate_limit(from_json_offsets(start), latest, limit.max_rows, log_starts)
         return to_json_offsets(latest)
 
     def partitions(self, start, end):
