@@ -11,8 +11,8 @@ Measured:
 * **export**: ``spark-submit.sh export``'s ``main`` into a new Delta table (Trigger.AvailableNow, one
   micro-batch unless ``--max-records-per-batch``): MB/s of the same ``.log``; the ratio export ÷ scan
   (target >= 0.5);
-* **restore**: the table back into a new log dir with ``udfs.restore_job.restore`` (one Spark group per
-  partition), MB/s of ``.log`` written, against ``kafkalog.write_segment`` of the same records (each
+* **restore**: the table back into a new log dir with ``udfs.restore_job.restore_table`` (what the job
+  runs: one Spark task per partition reading the table's Parquet files), MB/s of ``.log`` written, against ``kafkalog.write_segment`` of the same records (each
   partition read with ``read_segment``, written as one segment, one process, one thread).
 
     python -m bench.export [--records 1000000] [--repeat 1] [--json out.json]
@@ -84,7 +84,7 @@ def run(n: int, repeat: int, root: Path, max_records: int | None, log=print) -> 
 
     def restore():
         out = work / f"restored-{next(restores)}"
-        restore_job.restore(delta_tables.read_table(spark, table, engine=delta_tables.RS), out)
+        restore_job.restore_table(spark, str(table), out)
         return out
 
     restore_s, restored = _timed(restore, repeat)

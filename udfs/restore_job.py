@@ -110,6 +110,62 @@ def restore(df, log_dir, *, compression: Optional[str] = None, configs: Optional
     return sorted(written, key=lambda w: (w.topic, w.partition))
 
 
+def table_partitions(table: str, topics: Optional[Sequence[str]]) -> list:
+    """(topic, partition, [data files]) of a Delta table written by export (partitioned by topic), from the
+    Delta log and each file's ``partition`` column (one int column read per file)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+    from deltalake import DeltaTable
+
+    dt = DeltaTable(table)
+    if dt.metadata().partition_columns != ["topic"]:
+        return []
+    actions = pa.table(dt.get_add_actions(flatten=True)).to_pylist()          # an arro3 table: via Arrow C
+    by_tp: dict = {}
+    for a in actions:
+        topic = a.get("partition.topic")
+        if topics and topic not in topics:
+            continue
+        path = os.path.join(table, a["path"])
+        for p in pc.unique(pq.read_table(path, columns=["partition"]).column("partition")).to_pylist():
+            by_tp.setdefault((topic, p), []).append(path)
+    return [(t, p, files) for (t, p), files in sorted(by_tp.items())]
+
+
+def restore_table(spark, table: str, log_dir, *, topics: Optional[Sequence[str]] = None,
+                  compression: Optional[str] = None, configs: Optional[KafkaConfigs] = None,
+                  node_id: int = DEFAULT_NODE_ID, cluster_id: Optional[str] = None) -> list:
+    """Restore an export table without moving its records through the JVM: one Spark task per
+    topic-partition reads that partition's rows from the table's Parquet files (row groups of other
+    partitions skipped by their statistics) and writes its folder. Falls back to :func:`restore` of the
+    table's DataFrame for a table not partitioned by topic."""
+    parts = table_partitions(os.path.abspath(table), topics)
+    if not parts:
+        df = delta_tables.read_table(spark, table, engine=delta_tables.RS)
+        if topics:
+            df = df.where(df.topic.isin(list(topics)))
+        return restore(df, log_dir, compression=compression, configs=configs, node_id=node_id, cluster_id=cluster_id)
+    log_dir = os.path.abspath(os.fspath(log_dir))
+    check_new_log_dir(log_dir)
+    os.makedirs(log_dir, exist_ok=True)
+    configs = configs or KafkaConfigs()
+    rolls = {t: RollConfig.from_log_config(configs.for_topic(t)) for t in {t for t, _p, _f in parts}}
+
+    def write_one(item):
+        import pyarrow.dataset as ds
+        from kafkalog.log_writer import write_partition
+
+        topic, partition, files = item
+        table_ = ds.dataset(files, format="parquet").to_table(filter=ds.field("partition") == partition)
+        return write_partition(log_dir, topic, partition, table_, compression=compression, roll=rolls[topic]).to_dict()
+
+    rows = spark.sparkContext.parallelize(parts, numSlices=len(parts)).map(write_one).collect()
+    written = [WrittenPartition(**r) for r in rows]
+    write_log_dir_files(log_dir, written, node_id=node_id, cluster_id=cluster_id)
+    return sorted(written, key=lambda w: (w.topic, w.partition))
+
+
 def main(argv: Sequence[str], *, spark=None) -> int:
     args = build_parser().parse_args(argv)
     if args.log_dirs:
@@ -141,8 +197,8 @@ def main(argv: Sequence[str], *, spark=None) -> int:
         write_report(args.report, report)
         return EXIT_OK
     progress(f"restoring {args.table} into {args.log_dir}")
-    written = restore(df, args.log_dir, compression=args.compression, configs=configs, node_id=node_id,
-                      cluster_id=args.cluster_id)
+    written = restore_table(spark, args.table, args.log_dir, topics=[t for t in (args.topics or "").split(",") if t],
+                            compression=args.compression, configs=configs, node_id=node_id, cluster_id=args.cluster_id)
     parts = [w.to_dict() for w in written]
     report.update(partitions=parts, summary=dict(
         partitions=len(parts), records=sum(p["records"] for p in parts), segments=sum(p["segments"] for p in parts),
