@@ -349,6 +349,8 @@ class KafkalogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.target = self._latest()[0]
 
     def latestOffset(self, start, limit):
+        if self.target is not None and not isinstance(limit, ReadMaxRows):
+            return to_json_offsets(self.target)    # AvailableNow: fixed at the start (Spark: no new fetch)
         latest, log_starts = self._latest()
         latest = cap(latest, self.target)
         if isinstance(limit, ReadMaxRows):
