@@ -224,6 +224,17 @@ def test_restore_reads_back_in_kafka_python_with_recovery_indexes(spark, exporte
     assert hw == {tp: d["log_end_offset"] for tp, d in done.items()}
 
 
+def test_restore_dry_run_counts_and_writes_nothing(spark, exported, tmp_path):
+    root, _logs, parts, _ = exported
+    report = tmp_path / "dry.json"
+    assert restore_job.main(["--table", str(root / "table"), "--log-dir", str(tmp_path / "new"), "--topics", "payments",
+                             "--dry-run", "--report", str(report)], spark=spark) == 0
+    got = {(p["topic"], p["partition"]): (p["records"], p["log_end_offset"])
+           for p in json.loads(report.read_text())["partitions"]}
+    assert got == {tp: (len(pr.records), pr.log_end_offset) for tp, pr in parts.items() if tp[0] == "payments"}
+    assert not (tmp_path / "new").exists()
+
+
 def test_restore_refuses_a_non_empty_log_dir(tmp_path, exported):
     root = exported[0]
     (tmp_path / "r").mkdir()

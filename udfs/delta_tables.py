@@ -41,7 +41,6 @@ class WriteResult:
     version: Optional[int]
     files: int
     rows: int
-    file_paths: Tuple[str, ...] = ()      # delta-rs: the data files committed, relative to the table
 
     def to_dict(self) -> dict:
         return dict(path=self.path, engine=self.engine, version=self.version, files=self.files, rows=self.rows)
@@ -60,11 +59,8 @@ def choose_engine(spark, engine: str = AUTO) -> str:
 
 
 def write_table(df, path: os.PathLike | str, *, mode: str = APPEND, engine: str = AUTO,
-                metadata: Optional[Mapping[str, str]] = None, partition_by: Sequence[str] = (),
-                app_transaction: Optional[Tuple[str, int]] = None) -> WriteResult:
-    """Write a DataFrame as (or append it to) the Delta table at ``path``, partitioned by the columns
-    ``partition_by`` (when the table is created), with the application transaction ``app_transaction``
-    in the same commit."""
+                metadata: Optional[Mapping[str, str]] = None) -> WriteResult:
+    """Write a DataFrame as (or append it to) the Delta table at ``path``."""
     if mode not in (APPEND, OVERWRITE):
         raise ValueError(f"mode must be append or overwrite, not {mode!r}")
     engine = choose_engine(df.sparkSession, engine)
@@ -73,15 +69,10 @@ def write_table(df, path: os.PathLike | str, *, mode: str = APPEND, engine: str 
     if engine == SPARK:
         rows = df.count()
         writer = df.write.format("delta").mode(mode).option("userMetadata", json.dumps(metadata, sort_keys=True))
-        if partition_by:
-            writer = writer.partitionBy(*partition_by)
-        if app_transaction is not None:
-            writer = writer.option("txnAppId", app_transaction[0]).option("txnVersion", str(app_transaction[1]))
         writer.save(path)
         version = df.sparkSession.sql(f"DESCRIBE HISTORY delta.`{path}` LIMIT 1").collect()[0]["version"]
         return WriteResult(path, SPARK, int(version), -1, rows)
-    return _write_with_delta_rs(df, path, mode=mode, metadata=metadata, partition_by=tuple(partition_by),
-                                app_transaction=app_transaction)
+    return _write_with_delta_rs(df, path, mode=mode, metadata=metadata)
 
 
 def committed_version(path: os.PathLike | str, app_id: str) -> Optional[int]:
@@ -156,8 +147,7 @@ def partition_folder(values: Mapping[str, Optional[str]], columns: Sequence[str]
                     for c in columns)
 
 
-def _write_with_delta_rs(df, path: str, *, mode: str, metadata: Mapping[str, str], partition_by: Tuple[str, ...] = (),
-                         app_transaction: Optional[Tuple[str, int]] = None) -> WriteResult:
+def _write_with_delta_rs(df, path: str, *, mode: str, metadata: Mapping[str, str]) -> WriteResult:
     import pyarrow.parquet as pq
     from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -167,29 +157,21 @@ def _write_with_delta_rs(df, path: str, *, mode: str, metadata: Mapping[str, str
     staging = table / f"_kafkalog_staging_{write_id}"
     moved: list[Path] = []
     try:
-        writer = df.write.mode("error")
-        if partition_by:
-            writer = writer.partitionBy(*partition_by)
-        writer.parquet(str(staging))
+        df.write.mode("error").parquet(str(staging))
         files, rows = [], 0
         schema = to_arrow_schema(df.schema, timezone="UTC")
-        parts = sorted(staging.glob("/".join(["*"] * len(partition_by) + ["part-*.parquet"])))
-        for n, part in enumerate(parts):
+        for n, part in enumerate(sorted(staging.glob("part-*.parquet"))):
             meta = pq.read_metadata(part)
-            if n == 0 and not partition_by:
+            if n == 0:
                 schema = pq.read_schema(part).remove_metadata()
-            folders = part.relative_to(staging).parent
-            values = {k: unescape_partition_value(v) for k, v in (d.split("=", 1) for d in folders.parts)}
-            name = str(folders / f"part-{write_id}-{n:05d}.parquet")
+            name = f"part-{write_id}-{n:05d}.parquet"
             target = table / name
-            target.parent.mkdir(parents=True, exist_ok=True)
             os.replace(part, target)
             moved.append(target)
             rows += meta.num_rows
-            files.append(DataFile(name, target.stat().st_size, values, meta.num_rows))
-        version = commit_files(path, files, schema, mode=mode, partition_by=partition_by,
-                               app_transaction=app_transaction, metadata=metadata)
-        return WriteResult(path, RS, version, len(files), rows, tuple(f.path for f in files))
+            files.append(DataFile(name, target.stat().st_size, {}, meta.num_rows))
+        version = commit_files(path, files, schema, mode=mode, metadata=metadata)
+        return WriteResult(path, RS, version, len(files), rows)
     except BaseException:
         for target in moved:
             try:
@@ -199,13 +181,6 @@ def _write_with_delta_rs(df, path: str, *, mode: str, metadata: Mapping[str, str
         raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-
-
-def unescape_partition_value(text: str) -> Optional[str]:
-    """A Hive-style folder value as Spark writes it (``%XX`` escapes; its null marker)."""
-    from urllib.parse import unquote
-
-    return None if text == "__HIVE_DEFAULT_PARTITION__" else unquote(text)
 
 
 def read_table(spark, path: os.PathLike | str, *, engine: str = AUTO):
