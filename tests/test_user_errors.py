@@ -17,7 +17,7 @@ from kafkalog.tools.demo import generate_demo_log_dir
 
 REPO = Path(__file__).resolve().parents[1]
 KAFKALOG = Path(sys.executable).parent / "kafkalog"
-JOBS = ("catalog", "retention", "compact", "reindex", "lookup", "lag")
+JOBS = ("catalog", "retention", "compact", "reindex", "lookup", "lag", "export", "restore")
 
 
 @pytest.fixture(scope="module")
@@ -167,6 +167,14 @@ JOB_CASES = [
     (["lookup", "--log-dirs", "{d}", "--queries", "{t}/not-a-table"], "not a Delta table"),
     (["lookup", "--queries", "{t}/queries.csv", "--catalog", "{t}/not-a-table"], "is not a Delta table"),
     (["lookup", "--log-dirs", "{d}"], "required: --queries"),
+    (["export", "--log-dirs", "{d}"], "required: --table, --checkpoint"),
+    (["export", "--log-dirs", "{d}", "--table", "{t}/not-a-table", "--checkpoint", "{t}/c"], "not a Delta table"),
+    (["export", "--log-dirs", "{d}", "--table", "{t}/new-table", "--checkpoint", "{t}/c", "--topics", "orders"],
+     "no partition folder of orders"),
+    (["export", "--log-dirs", "{d}", "--table", "{t}/new-table", "--checkpoint", "{t}/c", "--max-records-per-batch",
+      "0"], "must be at least 1"),
+    (["restore", "--table", "{t}/not-a-table", "--log-dir", "{t}/new"], "is not a Delta table"),
+    (["restore", "--log-dirs", "{d}", "--table", "{t}/not-a-table", "--log-dir", "{t}/new"], "give it as --log-dir"),
     (["catalog", "--log-dirs", "{d}", "--master", "nonsense"], "is not a Spark master URL"),
     (["nope"], "unknown job 'nope'"),
     ([], "usage: ./spark-submit.sh <job>"),

@@ -11,7 +11,10 @@ Spark jars.
 * ``engine="auto"`` picks the first that works in this session.
 
 Each commit carries ``kafkalog.*`` commit metadata (job, run id) so ``DESCRIBE HISTORY`` / delta-rs
-``history()`` tells which run wrote what. Files of a failed write are removed; the table is untouched
+``history()`` tells which run wrote what. A commit may also carry an application transaction
+(``app_transaction=(app id, version)``, Delta's ``txn`` action, which delta-spark's ``txnAppId`` /
+``txnVersion`` write too): :func:`committed_version` reads it back, so a streaming job can skip a
+micro-batch a table already holds (exactly-once appends). Files of a failed write are removed; the table is untouched
 until the commit, which is atomic.
 """
 from __future__ import annotations
@@ -22,7 +25,7 @@ import shutil
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Sequence, Tuple
 
 from udfs.session import delta_spark_available
 
@@ -72,6 +75,26 @@ def write_table(df, path: os.PathLike | str, *, mode: str = APPEND, engine: str 
     return _write_with_delta_rs(df, path, mode=mode, metadata=metadata)
 
 
+def committed_version(path: os.PathLike | str, app_id: str) -> Optional[int]:
+    """The last version of application ``app_id`` committed to the table (None: none, or no table)."""
+    from deltalake import DeltaTable
+
+    path = os.fspath(path)
+    if not DeltaTable.is_deltatable(path):
+        return None
+    return DeltaTable(path).transaction_version(app_id)
+
+
+def remove_staging_leftovers(path: os.PathLike | str) -> int:
+    """Staging folders a killed delta-rs write left in the table folder (never part of the table)."""
+    table = Path(path)
+    gone = 0
+    for leftover in table.glob("_kafkalog_staging_*") if table.is_dir() else ():
+        shutil.rmtree(leftover, ignore_errors=True)
+        gone += 1
+    return gone
+
+
 def append_rows(spark, rows, schema, path: os.PathLike | str, *, engine: str = AUTO,
                 metadata: Optional[Mapping[str, str]] = None) -> dict:
     """Append rows (dicts shaped by the Arrow ``schema``) to the Delta table at ``path``: what a job's
@@ -82,10 +105,50 @@ def append_rows(spark, rows, schema, path: os.PathLike | str, *, engine: str = A
     return write_table(df, path, mode=APPEND, engine=engine, metadata=metadata).to_dict()
 
 
+@dataclass(frozen=True)
+class DataFile:
+    """A Parquet file inside the table folder, to be added by :func:`commit_files`."""
+
+    path: str                                   # relative to the table, '/'-separated
+    size: int
+    partition_values: Mapping[str, Optional[str]]
+    records: int
+
+
+def commit_files(path: str, files: Sequence[DataFile], schema, *, mode: str = APPEND,
+                 partition_by: Sequence[str] = (), app_transaction: Optional[Tuple[str, int]] = None,
+                 metadata: Optional[Mapping[str, str]] = None) -> int:
+    """ONE delta-rs commit adding ``files`` (already in the table folder) — creating the table with
+    ``schema`` (Arrow) when there is none — with the application transaction; returns the new version."""
+    import time as _time
+
+    from deltalake import DeltaTable, Schema
+    from deltalake.transaction import AddAction, CommitProperties, Transaction, create_table_with_add_actions
+
+    now = int(_time.time() * 1000)
+    adds = [AddAction(f.path, f.size, dict(f.partition_values), now, True, json.dumps({"numRecords": f.records}))
+            for f in files]
+    txns = [Transaction(app_transaction[0], int(app_transaction[1]))] if app_transaction else None
+    commit = CommitProperties(custom_metadata=dict(metadata or {}), app_transactions=txns)
+    if DeltaTable.is_deltatable(path):
+        DeltaTable(path).create_write_transaction(adds, mode=mode, schema=schema, partition_by=list(partition_by) or None,
+                                                  commit_properties=commit)
+    else:
+        create_table_with_add_actions(path, Schema.from_arrow(schema), adds, mode="error",
+                                      partition_by=list(partition_by) or None, commit_properties=commit)
+    return DeltaTable(path).version()
+
+
+def partition_folder(values: Mapping[str, Optional[str]], columns: Sequence[str]) -> str:
+    """``topic=orders`` (Hive style, escaped as Spark escapes) for a file's partition values."""
+    from urllib.parse import quote
+
+    return "/".join(f"{c}={'__HIVE_DEFAULT_PARTITION__' if values[c] is None else quote(values[c], safe='')}"
+                    for c in columns)
+
+
 def _write_with_delta_rs(df, path: str, *, mode: str, metadata: Mapping[str, str]) -> WriteResult:
     import pyarrow.parquet as pq
-    from deltalake import DeltaTable, Schema
-    from deltalake.transaction import AddAction, CommitProperties, create_table_with_add_actions
     from pyspark.sql.pandas.types import to_arrow_schema
 
     table = Path(path)
@@ -95,7 +158,7 @@ def _write_with_delta_rs(df, path: str, *, mode: str, metadata: Mapping[str, str
     moved: list[Path] = []
     try:
         df.write.mode("error").parquet(str(staging))
-        adds, rows = [], 0
+        files, rows = [], 0
         schema = to_arrow_schema(df.schema, timezone="UTC")
         for n, part in enumerate(sorted(staging.glob("part-*.parquet"))):
             meta = pq.read_metadata(part)
@@ -105,19 +168,10 @@ def _write_with_delta_rs(df, path: str, *, mode: str, metadata: Mapping[str, str
             target = table / name
             os.replace(part, target)
             moved.append(target)
-            stat = target.stat()
             rows += meta.num_rows
-            adds.append(AddAction(name, stat.st_size, {}, int(stat.st_mtime * 1000), True,
-                                  json.dumps({"numRecords": meta.num_rows})))
-        commit = CommitProperties(custom_metadata=dict(metadata))
-        if DeltaTable.is_deltatable(path):
-            existing = DeltaTable(path)
-            existing.create_write_transaction(adds, mode=mode, schema=schema, commit_properties=commit)
-        else:
-            create_table_with_add_actions(path, Schema.from_arrow(schema), adds, mode="error",
-                                          commit_properties=commit)
-        version = DeltaTable(path).version()
-        return WriteResult(path, RS, version, len(adds), rows)
+            files.append(DataFile(name, target.stat().st_size, {}, meta.num_rows))
+        version = commit_files(path, files, schema, mode=mode, metadata=metadata)
+        return WriteResult(path, RS, version, len(files), rows)
     except BaseException:
         for target in moved:
             try:
@@ -145,7 +199,17 @@ def read_table(spark, path: os.PathLike | str, *, engine: str = AUTO):
         import pyarrow as pa
         from pyspark.sql.pandas.types import from_arrow_schema
         return spark.createDataFrame([], from_arrow_schema(pa.schema(dt.schema().to_arrow())))
-    return spark.read.parquet(*files)
+    partition_columns = dt.metadata().partition_columns
+    if not partition_columns:
+        return spark.read.parquet(*files)
+    # partition values live in the folder names: read them back as columns of the table's types (a topic
+    # named "123" stays a string), in the table's column order
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    schema = from_arrow_schema(pa.schema(dt.schema().to_arrow()))
+    df = spark.read.schema(schema).option("basePath", os.path.abspath(path)).parquet(*files)
+    return df.select(*schema.fieldNames())
 
 
 def table_history(path: os.PathLike | str) -> list[dict]:

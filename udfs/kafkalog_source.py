@@ -1,7 +1,13 @@
-"""``spark.read.format("kafkalog")``: Kafka records from log dirs as a Spark data source, with the schema
-and options of Spark's Kafka source (Python Data Source API, ``pyspark.sql.datasource``).
+"""``spark.read.format("kafkalog")`` and ``spark.readStream.format("kafkalog")``: Kafka records from log
+dirs as a Spark data source, with the schema and options of Spark's Kafka source (Python Data Source API,
+``pyspark.sql.datasource``).
 
     spark.read.format("kafkalog").option("subscribe", "orders").load("/data/k1,/data/k2")
+    spark.readStream.format("kafkalog").option("startingOffsets", "earliest").load("/data/k1")
+
+The stream's offsets are Spark's Kafka checkpoint JSON, decided by ``kafkalog.source.stream_offsets``
+(``maxOffsetsPerTrigger``, ``Trigger.AvailableNow``, new partitions, failOnDataLoss); a micro-batch's
+ranges are read by the same tasks as a batch read.
 
 Sessions built by ``udfs.session.build_session`` have it registered and Python filter pushdown on; a
 session of one's own needs ``udfs.kafkalog_source.register(spark)`` (the same two things).
@@ -24,13 +30,17 @@ from typing import Iterator, List, Optional
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.datasource import (DataSource, DataSourceReader, EqualNullSafe, EqualTo, GreaterThan,
-                                    GreaterThanOrEqual, In, InputPartition, LessThan, LessThanOrEqual)
+from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStreamReader, EqualNullSafe, EqualTo,
+                                    GreaterThan, GreaterThanOrEqual, In, InputPartition, LessThan, LessThanOrEqual)
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import (ArrayType, BinaryType, BooleanType, ByteType, IntegerType, LongType, ShortType,
                                StringType, StructField, StructType, TimestampType)
 
-from kafkalog.source.options import SourceOptions, parse_source_options
-from kafkalog.source.scan_plan import Predicate, ScanTask, bounds_from_predicates, plan_scan
+from kafkalog.source.options import SourceOptionError, SourceOptions, parse_source_options
+from kafkalog.source.scan_plan import (Bounds, PartitionRange, Predicate, ScanTask, aborted_in, bounds_from_predicates,
+                                check_listing, check_range, list_partitions, load_partition_facts, pack, plan_pieces,
+                                plan_scan, read_committed_view, resolve_spec, target_bytes)
+from kafkalog.source.stream_offsets import cap, from_json_offsets, plan_ranges, rate_limit, to_json_offsets
 from kafkalog.log.records_io import ReadOptions, SegmentReader
 
 SOURCE_NAME = "kafkalog"
@@ -63,7 +73,19 @@ BATCH_FIELDS = [
 ]
 
 
-def source_schema(options: SourceOptions) -> StructType:
+# With kafkalog.exportDir: one row per (Parquet file, partition) a task wrote (the export job's query).
+EXPORT_FILE_FIELDS = [
+    StructField("file", StringType()), StructField("topic", StringType()), StructField("partition", IntegerType()),
+    StructField("rows", LongType()), StructField("minOffset", LongType()), StructField("maxOffset", LongType()),
+    StructField("bytes", LongType()),
+]
+EXPORT_FILE_COMPRESSION = "snappy"
+
+
+def source_schema(options: SourceOptions, *, records: bool = False) -> StructType:
+    """The rows of a query with these options (``records``: the record schema even with exportDir)."""
+    if options.export_dir and not records:
+        return StructType(EXPORT_FILE_FIELDS)
     fields = list(KAFKA_FIELDS)
     if options.include_headers:
         fields.append(HEADERS_FIELD)
@@ -119,18 +141,18 @@ class TaskPartition(InputPartition):
         self.task = task
 
 
-def _keep_mask(batch: pa.RecordBatch, lo: int, hi: int, aborted) -> Optional[pa.Array]:
-    """Rows a consumer would get: offsets in [lo, hi), no control record, no aborted transaction's data
-    (None: every row)."""
+def _keep_mask(batch: pa.RecordBatch, lo: int, hi: int, aborted, include_control: bool = False) -> Optional[pa.Array]:
+    """Rows a consumer would get: offsets in [lo, hi), no control record (unless ``include_control``), no
+    aborted transaction's data (None: every row)."""
     offsets = batch.column("offset")
     n = batch.num_rows
     first, last = offsets[0].as_py(), offsets[n - 1].as_py()
     control = batch.column("isControl")
-    has_control = pc.any(control).as_py()
+    has_control = not include_control and pc.any(control).as_py()
     in_range = first >= lo and last < hi and first <= last
     if in_range and not has_control and not aborted:
         return None
-    mask = pc.invert(control)
+    mask = pa.array(np.ones(n, np.bool_)) if include_control else pc.invert(control)
     if not in_range:
         mask = pc.and_(mask, pc.and_(pc.greater_equal(offsets, lo), pc.less(offsets, hi)))
     if aborted:
@@ -156,7 +178,7 @@ def shape(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(arrays, schema=target)
 
 
-def read_task(task: ScanTask, target: pa.Schema, *, metrics_dir: Optional[str] = None,
+def read_task(task: ScanTask, target: pa.Schema, *, metrics_dir: Optional[str] = None, include_control: bool = False,
               window_bytes: int = TASK_WINDOW_BYTES, threads: int = TASK_DECODE_THREADS) -> Iterator[pa.RecordBatch]:
     """Stream one input partition's pieces as Arrow record batches of ``target``; with ``metrics_dir``,
     write the bytes of .log this task read there when done."""
@@ -170,7 +192,7 @@ def read_task(task: ScanTask, target: pa.Schema, *, metrics_dir: Optional[str] =
                 continue
             if batch.column("offset")[0].as_py() >= piece.offset_hi:
                 break
-            mask = _keep_mask(batch, piece.offset_lo, piece.offset_hi, piece.aborted)
+            mask = _keep_mask(batch, piece.offset_lo, piece.offset_hi, piece.aborted, include_control)
             if mask is not None:
                 batch = batch.filter(mask)
                 if batch.num_rows == 0:
@@ -182,6 +204,54 @@ def read_task(task: ScanTask, target: pa.Schema, *, metrics_dir: Optional[str] =
         os.makedirs(metrics_dir, exist_ok=True)
         with open(os.path.join(metrics_dir, f"task-{uuid.uuid4().hex}.json"), "w") as out:
             json.dump({"bytes_read": read_bytes, "rows": rows, "pieces": len(task.pieces)}, out)
+
+
+def write_task_files(task: ScanTask, records: pa.Schema, out_dir: str, *, include_control: bool,
+                     metrics_dir: Optional[str] = None) -> Iterator[pa.RecordBatch]:
+    """Read one input partition and write its records as Parquet files in ``out_dir`` — one per topic, the
+    ``topic`` column left out (it is the table's partition column) — then yield one row per (file,
+    partition): what the export job commits."""
+    import pyarrow.parquet as pq
+
+    file_schema = records.remove(records.get_field_index("topic"))
+    writers: dict = {}
+    stats: dict = {}
+    try:
+        for batch in read_task(task, records, metrics_dir=metrics_dir, include_control=include_control):
+            topic, partition = batch.column("topic")[0].as_py(), batch.column("partition")[0].as_py()
+            if topic not in writers:
+                os.makedirs(out_dir, exist_ok=True)
+                path = os.path.join(out_dir, f"part-{uuid.uuid4().hex}.parquet")
+                writers[topic] = (pq.ParquetWriter(path, file_schema, compression=EXPORT_FILE_COMPRESSION), path)
+            writers[topic][0].write_batch(batch.drop_columns(["topic"]))
+            offsets = batch.column("offset")
+            lo, hi = pc.min(offsets).as_py(), pc.max(offsets).as_py()
+            st = stats.setdefault((topic, partition), [0, lo, hi])
+            st[0] += batch.num_rows
+            st[1], st[2] = min(st[1], lo), max(st[2], hi)
+    finally:
+        for writer, _path in writers.values():
+            writer.close()
+    rows = [dict(file=writers[t][1], topic=t, partition=p, rows=n, minOffset=lo, maxOffset=hi,
+                 bytes=os.path.getsize(writers[t][1])) for (t, p), (n, lo, hi) in sorted(stats.items())]
+    if rows:
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        yield pa.RecordBatch.from_pylist(rows, schema=to_arrow_schema(StructType(EXPORT_FILE_FIELDS)))
+
+
+def _records_arrow_schema(options: SourceOptions) -> pa.Schema:
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(source_schema(options, records=True), timezone="UTC")
+
+
+def run_task(options: SourceOptions, task: ScanTask, target: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """A task of a batch or streaming read: its records, or with exportDir the Parquet files it wrote."""
+    if options.export_dir:
+        return write_task_files(task, _records_arrow_schema(options), options.export_dir,
+                                include_control=options.include_control_records, metrics_dir=options.metrics_dir)
+    return read_task(task, target, metrics_dir=options.metrics_dir, include_control=options.include_control_records)
 
 
 class KafkalogReader(DataSourceReader):
@@ -206,7 +276,110 @@ class KafkalogReader(DataSourceReader):
         return [TaskPartition(t) for t in tasks] or [TaskPartition(ScanTask(()))]
 
     def read(self, partition: TaskPartition):
-        return read_task(partition.task, self.arrow_schema, metrics_dir=self.options.metrics_dir)
+        return run_task(self.options, partition.task, self.arrow_schema)
+
+
+# --- streaming -------------------------------------------------------------------------------------------
+
+def listed_facts(options: SourceOptions) -> dict:
+    """{(topic, partition): PartitionFacts} of every subscribed partition in the log dirs now."""
+    cache: dict = {}
+    return {(p.topic, p.partition): load_partition_facts(d, p, cache) for d, p in list_partitions(options)}
+
+
+def _readable_end(facts, read_committed: bool) -> int:
+    """Latest offset a consumer may read: the high watermark (else log end); read_committed: the LSO below it."""
+    latest = facts.latest
+    return min(latest, read_committed_view(facts, latest)[0]) if read_committed else latest
+
+
+def write_data_loss(directory: Optional[str], losses) -> None:
+    """Each data-loss event as one JSON file in ``directory``, named by its content (a replayed
+    micro-batch writes the same file again)."""
+    if not directory or not losses:
+        return
+    import hashlib
+
+    os.makedirs(directory, exist_ok=True)
+    for loss in losses:
+        data = json.dumps(loss.to_dict(), sort_keys=True)
+        name = hashlib.sha1(data.encode()).hexdigest()[:20]
+        target = os.path.join(directory, f"loss-{name}.json")
+        if not os.path.exists(target):
+            tmp = f"{target}.{uuid.uuid4().hex}.tmp"
+            with open(tmp, "w") as out:
+                out.write(data)
+            os.replace(tmp, target)
+
+
+class KafkalogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Micro-batches over log dirs that grow: offsets as Spark's Kafka source checkpoints them."""
+
+    def __init__(self, options: SourceOptions, schema: StructType):
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        self.options = options
+        self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
+        self.target = None         # Trigger.AvailableNow: the latest offsets when the query started
+
+    def _latest(self) -> tuple:
+        """(latest readable offset, log start offset) of every listed partition."""
+        facts = listed_facts(self.options)
+        return ({tp: _readable_end(f, self.options.read_committed) for tp, f in facts.items()},
+                {tp: f.log_start_offset for tp, f in facts.items()})
+
+    def initialOffset(self):
+        facts = listed_facts(self.options)
+        check_listing(self.options, sorted(facts))
+        out, logs = {}, {}
+        try:
+            for tp, f in facts.items():
+                start = resolve_spec(f, self.options.starting, starting=True, options=self.options, log_cache=logs)
+                out[tp] = check_range(f, start, f.latest, fail_on_data_loss=self.options.fail_on_data_loss)[0]
+        finally:
+            for log in logs.values():
+                log.close()
+        return to_json_offsets(out)
+
+    def getDefaultReadLimit(self):
+        n = self.options.max_offsets_per_trigger
+        return ReadMaxRows(n) if n else ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.target = self._latest()[0]
+
+    def latestOffset(self, start, limit):
+        if self.target is not None and not isinstance(limit, ReadMaxRows):
+            return to_json_offsets(self.target)    # AvailableNow: fixed at the start (Spark: no new fetch)
+        latest, log_starts = self._latest()
+        latest = cap(latest, self.target)
+        if isinstance(limit, ReadMaxRows):
+            latest = rate_limit(from_json_offsets(start), latest, limit.max_rows, log_starts)
+        return to_json_offsets(latest)
+
+    def partitions(self, start, end):
+        facts = listed_facts(self.options)
+        ranges, losses = plan_ranges(from_json_offsets(start), from_json_offsets(end),
+                                     {tp: f.log_start_offset for tp, f in facts.items()},
+                                     fail_on_data_loss=self.options.fail_on_data_loss)
+        write_data_loss(self.options.data_loss_dir, losses)
+        pranges = []
+        for r in ranges:
+            f = facts[(r.topic, r.partition)]
+            aborted = read_committed_view(f, r.end)[1] if self.options.read_committed else ()
+            pranges.append(PartitionRange(f, r.start, r.end, aborted_in(aborted, r.start, r.end)))
+        total = sum(s.size for r in pranges for s in r.facts.segments)
+        target = target_bytes(total, parallelism=os.cpu_count() or 1,
+                              max_partition_bytes=self.options.max_partition_bytes,
+                              min_partitions=self.options.min_partitions)
+        pieces = [p for r in pranges for p in plan_pieces(r, Bounds(), target)]
+        return [TaskPartition(t) for t in pack(pieces, target, self.options.min_partitions)]
+
+    def read(self, partition: TaskPartition):
+        return run_task(self.options, partition.task, self.arrow_schema)
+
+    def commit(self, end) -> None:
+        """Nothing to release: the log dirs are only read."""
 
 
 class KafkalogDataSource(DataSource):
@@ -214,7 +387,14 @@ class KafkalogDataSource(DataSource):
 
     def __init__(self, options):
         super().__init__(options)
-        self.parsed = parse_source_options(dict(options))    # a bad option fails load(), before any task
+        # A bad option fails load(), before any task. Options valid only for a stream (startingOffsets
+        # latest) fail a batch read when it plans, and the other way round.
+        self.batch_error: Optional[SourceOptionError] = None
+        try:
+            self.parsed = parse_source_options(dict(options))
+        except SourceOptionError as exc:
+            self.batch_error = exc
+            self.parsed = parse_source_options(dict(options), streaming=True)
 
     @classmethod
     def name(cls) -> str:
@@ -224,4 +404,9 @@ class KafkalogDataSource(DataSource):
         return source_schema(self.parsed)
 
     def reader(self, schema: StructType) -> KafkalogReader:
+        if self.batch_error is not None:
+            raise self.batch_error
         return KafkalogReader(self.parsed, schema)
+
+    def streamReader(self, schema: StructType) -> KafkalogStreamReader:
+        return KafkalogStreamReader(parse_source_options(dict(self.options), streaming=True), schema)

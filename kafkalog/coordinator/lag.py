@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from kafkalog.coordinator.group import records as gr
+from kafkalog.topic_partition import TopicPartition
 
 DEFAULT_OFFSETS_RETENTION_MS = 7 * 24 * 3600 * 1000      # offsets.retention.minutes = 10080
 STATUS_OK = "ok"
@@ -34,7 +35,6 @@ CONTROL_ABORT = "ABORT"
 HW_CHECKPOINT = "checkpoint"
 HW_LOG_END = "log-end (no replication-offset-checkpoint entry)"
 
-TopicPartition = Tuple[str, int]
 CommitKey = Tuple[str, str, int]
 
 

@@ -14,7 +14,16 @@ and ignored, so a query copied from a Kafka job runs unchanged; an unknown name 
 would otherwise change what is read without a word). Every bad value raises :class:`SourceOptionError`
 naming the option and what is wrong. Keys are case-insensitive, as Spark's options are.
 
+Streaming (``spark.readStream``, ``parse_source_options(..., streaming=True)``): ``startingOffsets``
+defaults to ``latest``, ``ending*`` are refused, ``maxOffsetsPerTrigger`` caps each micro-batch
+(a batch read accepts and ignores it, as Spark does).
+
 Ours (no Kafka counterpart): ``path`` / ``logDirs`` (comma-separated log dirs), ``includeBatchColumns``,
+``includeControlRecords`` (control batches' records as rows, for a faithful export),
+``kafkalog.dataLossDir`` (streaming, failOnDataLoss=false: each data-loss event written there as JSON),
+``kafkalog.exportDir`` (the export job's: each task writes its rows as Parquet files there, one per topic,
+and the query's rows are those files — path, topic, partition, rows, offsets — so records never pass
+through the JVM),
 ``maxPartitionBytes`` (bytes of ``.log`` per input partition), ``kafkalog.metricsDir`` (each task writes
 the bytes of ``.log`` it read there, for benchmarks), ``kafkalog.pushdown`` (false: prune nothing).
 """
@@ -26,8 +35,8 @@ from dataclasses import dataclass, field
 from typing import Dict, Mapping, Optional, Tuple
 
 from kafkalog.errors import KafkalogError
+from kafkalog.topic_partition import TopicPartition
 
-TopicPartition = Tuple[str, int]
 
 EARLIEST = -2                       # Kafka's per-partition JSON: -2 = earliest, -1 = latest
 LATEST = -1
@@ -44,7 +53,7 @@ READ_UNCOMMITTED, READ_COMMITTED = "read_uncommitted", "read_committed"
 # Spark Kafka-source options that mean nothing for a batch read of files (lower case).
 IGNORED_OPTIONS = frozenset(o.lower() for o in (
     "kafkaConsumer.pollTimeoutMs", "fetchOffset.numRetries", "fetchOffset.retryIntervalMs",
-    "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay", "groupIdPrefix",
+    "minOffsetsPerTrigger", "maxTriggerDelay", "groupIdPrefix",
     "maxRecordsPerPartition", "topic", "includeTimestamp",
 ))
 KNOWN_OPTIONS = frozenset(o.lower() for o in (
@@ -52,7 +61,9 @@ KNOWN_OPTIONS = frozenset(o.lower() for o in (
     "startingTimestamp", "endingTimestamp", "startingOffsetsByTimestamp", "endingOffsetsByTimestamp",
     "startingOffsetsByTimestampStrategy", "failOnDataLoss", "minPartitions", "includeHeaders",
     "includeBatchColumns", "maxPartitionBytes", "kafkalog.metricsDir", "kafkalog.pushdown",
+    "maxOffsetsPerTrigger", "includeControlRecords", "kafkalog.dataLossDir", "kafkalog.exportDir",
 ))
+ENDING_OPTIONS = ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp")
 
 
 class SourceOptionError(KafkalogError):
@@ -88,6 +99,11 @@ class SourceOptions:
     max_partition_bytes: int = DEFAULT_MAX_PARTITION_BYTES
     metrics_dir: Optional[str] = None
     pushdown: bool = True                            # use pushed-down filters to prune (Spark re-applies them)
+    streaming: bool = False                          # parsed for spark.readStream (see parse_source_options)
+    max_offsets_per_trigger: Optional[int] = None    # streaming: records per micro-batch, over all partitions
+    include_control_records: bool = False            # ours: control batches' records as rows (isControl=true)
+    data_loss_dir: Optional[str] = None              # ours, streaming: each data-loss event as a JSON file there
+    export_dir: Optional[str] = None                 # ours: tasks write the rows as Parquet there, yield file rows
 
     @property
     def read_committed(self) -> bool:
@@ -192,7 +208,7 @@ def java_regex_to_python(name: str, pattern: str) -> str:
     return translated
 
 
-def _offsets_spec(options: Mapping[str, str], which: str) -> OffsetSpec:
+def _offsets_spec(options: Mapping[str, str], which: str, *, streaming: bool = False) -> OffsetSpec:
     """startingX / endingX by Spark's precedence: Timestamp > OffsetsByTimestamp > Offsets."""
     ts_name, by_ts_name, off_name = f"{which}Timestamp", f"{which}OffsetsByTimestamp", f"{which}Offsets"
     raw = options.get(ts_name.lower())
@@ -207,20 +223,20 @@ def _offsets_spec(options: Mapping[str, str], which: str) -> OffsetSpec:
                 raise _bad(by_ts_name, raw, f"{tp[0]}-{tp[1]}: timestamp {ts} is negative")
         return OffsetSpec(KIND_TIMESTAMPS, offsets=stamps)
     raw = options.get(off_name.lower())
-    default = KIND_EARLIEST if which == "starting" else KIND_LATEST
+    default = KIND_EARLIEST if which == "starting" and not streaming else KIND_LATEST
     if raw is None:
         return OffsetSpec(default)
     text = str(raw).strip()
     if text.lower() in (KIND_EARLIEST, KIND_LATEST):
         kind = text.lower()
-        if which == "starting" and kind == KIND_LATEST:
+        if which == "starting" and kind == KIND_LATEST and not streaming:
             raise _bad(off_name, raw, "starting offset can't be latest for batch queries on Kafka")
         if which == "ending" and kind == KIND_EARLIEST:
             raise _bad(off_name, raw, "ending offset can't be earliest for batch queries on Kafka")
         return OffsetSpec(kind)
     offsets = parse_partition_json(off_name, text)
     for (topic, partition), off in offsets.items():
-        if which == "starting" and off == LATEST:
+        if which == "starting" and off == LATEST and not streaming:
             raise _bad(off_name, raw, f"{topic}-{partition}: starting offset can't be latest (-1) for batch queries")
         if which == "ending" and off == EARLIEST:
             raise _bad(off_name, raw, f"{topic}-{partition}: ending offset can't be earliest (-2) for batch queries")
@@ -229,9 +245,18 @@ def _offsets_spec(options: Mapping[str, str], which: str) -> OffsetSpec:
     return OffsetSpec(KIND_OFFSETS, offsets=offsets)
 
 
-def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
-    """Check every option and return them parsed; raises :class:`SourceOptionError` on the first bad one."""
+def parse_source_options(options: Mapping[str, str], *, streaming: bool = False) -> SourceOptions:
+    """Check every option and return them parsed; raises :class:`SourceOptionError` on the first bad one.
+
+    ``streaming`` (``spark.readStream``) follows Spark's streaming rules: ``startingOffsets`` defaults to
+    ``latest`` and may be latest / -1, the ``ending*`` options are refused (a stream has no end), and
+    ``maxOffsetsPerTrigger`` caps the records of a micro-batch."""
     opts = {str(k).lower(): v for k, v in options.items() if v is not None}
+    if streaming:
+        for name in ENDING_OPTIONS:
+            if name.lower() in opts:
+                raise SourceOptionError(f"option {name}: ending offsets are not valid in streaming queries "
+                                        "(as in Spark's Kafka source)")
     for key in opts:
         if key.startswith("kafka.") or key in KNOWN_OPTIONS or key in IGNORED_OPTIONS:
             continue
@@ -278,7 +303,7 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
     metrics_dir = opts.get("kafkalog.metricsdir")
     return SourceOptions(
         log_dirs=tuple(dirs), subscribe=subscribe, subscribe_pattern=pattern, assign=assign,
-        starting=_offsets_spec(opts, "starting"), ending=_offsets_spec(opts, "ending"),
+        starting=_offsets_spec(opts, "starting", streaming=streaming), ending=_offsets_spec(opts, "ending"),
         starting_by_timestamp_strategy=strategy,
         fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
         min_partitions=_int(opts, "minPartitions", minimum=1),
@@ -288,4 +313,9 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         max_partition_bytes=_int(opts, "maxPartitionBytes", minimum=MIN_MAX_PARTITION_BYTES) or DEFAULT_MAX_PARTITION_BYTES,
         metrics_dir=str(metrics_dir) if metrics_dir else None,
         pushdown=_bool(opts, "kafkalog.pushdown", True),
+        streaming=streaming,
+        max_offsets_per_trigger=_int(opts, "maxOffsetsPerTrigger", minimum=1),
+        include_control_records=_bool(opts, "includeControlRecords", False),
+        data_loss_dir=str(opts["kafkalog.datalossdir"]) if opts.get("kafkalog.datalossdir") else None,
+        export_dir=str(opts["kafkalog.exportdir"]) if opts.get("kafkalog.exportdir") else None,
     )

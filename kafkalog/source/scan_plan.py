@@ -445,7 +445,7 @@ def _by_timestamp(facts: PartitionFacts, log: "lookup.PartitionLog", ts: int, *,
                             "(set startingOffsetsByTimestampStrategy=latest to start at the latest offset instead)")
 
 
-def _resolve_spec(facts: PartitionFacts, spec: OffsetSpec, *, starting: bool, options: SourceOptions,
+def resolve_spec(facts: PartitionFacts, spec: OffsetSpec, *, starting: bool, options: SourceOptions,
                   log_cache: Dict[str, "lookup.PartitionLog"]) -> int:
     which = "starting" if starting else "ending"
     if spec.kind == KIND_EARLIEST:
@@ -507,8 +507,8 @@ def resolve_ranges(partitions: Sequence[PartitionFacts], options: SourceOptions,
     out = []
     try:
         for facts in partitions:
-            start = _resolve_spec(facts, options.starting, starting=True, options=options, log_cache=log_cache)
-            end = _resolve_spec(facts, options.ending, starting=False, options=options, log_cache=log_cache)
+            start = resolve_spec(facts, options.starting, starting=True, options=options, log_cache=log_cache)
+            end = resolve_spec(facts, options.ending, starting=False, options=options, log_cache=log_cache)
             start, end = check_range(facts, start, end, fail_on_data_loss=options.fail_on_data_loss)
             aborted: Tuple[AbortedTxn, ...] = ()
             if options.read_committed:
