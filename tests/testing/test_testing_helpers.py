@@ -17,7 +17,7 @@ from kafkalog.testing import (BASE_TIMESTAMP_MS, assert_log_dirs_equal, build_lo
                               records_of)
 from oracle import read_all
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 ROWS = [
     {"topic": "orders", "key": b"a", "value": b"1", "headers": [("h", b"x")]},

@@ -27,7 +27,7 @@ from oracle import read_all  # noqa: E402
 from test_kafkalog_stream import grow  # noqa: E402
 from udfs import export_job, restore_job  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 KILL_STEP_S = 1.0
 pytestmark = pytest.mark.timeout(900)
 
