@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Mapping, NamedTuple, Optional, Sequence, TypeVar, Union
 
 from kafkalog.errors import CheckpointError
+from kafkalog.log import filesystem
 from kafkalog.log.durable import fsync_dir, replace_file  # noqa: F401  (fsync_dir: public here too, for older callers)
 
 # --- file names ------------------------------------------------------------------------------
@@ -171,7 +172,7 @@ def _read_utf8(path: PathLike) -> Optional[str]:
     """The file's text, or None when it does not exist. Invalid UTF-8 is a CheckpointError (Kafka's
     reader throws MalformedInputException)."""
     try:
-        data = Path(path).read_bytes()
+        data = filesystem.read_bytes(path)
     except FileNotFoundError:
         return None
     try:
@@ -515,7 +516,7 @@ def write_partition_metadata(path: PathLike, metadata: PartitionMetadata, *, syn
 def read_meta_properties(path: PathLike) -> Optional[MetaProperties]:
     """Read ``meta.properties`` (ISO-8859-1, as Properties.load(InputStream)); None when absent."""
     try:
-        data = Path(path).read_bytes()
+        data = filesystem.read_bytes(path)
     except FileNotFoundError:
         return None
     return parse_meta_properties(data.decode("latin-1"), path=path)

@@ -23,6 +23,7 @@ import numpy as np
 
 from kafkalog.log.durable import replace_file
 from kafkalog.errors import CorruptIndexError, InvalidFileNameError, OffsetOverflowError
+from kafkalog.log import filesystem
 
 OFFSET_ENTRY_SIZE = 8
 RELATIVE_OFFSET_POS = 0
@@ -208,8 +209,7 @@ def atomic_write(path: os.PathLike | str, data: bytes) -> None:
 
 
 def _read_file(path: os.PathLike | str) -> bytes:
-    with open(path, "rb") as f:
-        return f.read()
+    return filesystem.read_bytes(path)
 
 
 def _valid_prefix(relative_offsets: np.ndarray, second_field: np.ndarray) -> int:

@@ -72,6 +72,10 @@ class ObjectStoreError(KafkalogError, OSError):
     default_hint = "check the URI, the credentials and the endpoint"
 
 
+class ObjectNotFoundError(ObjectStoreError, FileNotFoundError):
+    """The bucket, object or prefix does not exist (a FileNotFoundError, as a missing local file)."""
+
+
 # --- which paths are URIs -----------------------------------------------------------------
 
 def split_uri(path: PathLike) -> Optional[Tuple[str, str]]:
@@ -198,13 +202,15 @@ def _arrow_error():
 def store_error(exc: BaseException, path: PathLike, doing: str = "read") -> ObjectStoreError:
     text = str(exc)
     where = uri_for_display(path)
+    missing = isinstance(exc, FileNotFoundError) or what_is_missing(text)
+    kind = ObjectNotFoundError if missing else ObjectStoreError
     for pattern, what, hint in _DIAGNOSES:
         if re.search(pattern, text, re.IGNORECASE):
-            error = ObjectStoreError(f"cannot {doing}: {what} ({_first_line(text)})", path=where, hint=hint)
+            error = kind(f"cannot {doing}: {what} ({_first_line(text)})", path=where, hint=hint)
             break
     else:
-        error = ObjectStoreError(f"cannot {doing} ({_first_line(text)})", path=where)
-    if isinstance(exc, FileNotFoundError) or what_is_missing(text):
+        error = kind(f"cannot {doing} ({_first_line(text)})", path=where)
+    if missing:
         error.errno = errno.ENOENT
     error.strerror = error.message
     error.filename = where
@@ -212,8 +218,8 @@ def store_error(exc: BaseException, path: PathLike, doing: str = "read") -> Obje
 
 
 def what_is_missing(text: str) -> bool:
-    return bool(re.search(r"Path does not exist|NoSuchKey|NoSuchBucket|bucket does not exist|HTTP response code: 404",
-                          text))
+    return bool(re.search(r"Path does not exist|no.?such.?key|no.?such.?bucket|bucket does not exist|"
+                          r"HTTP response code: 404|HTTP status 404", text, re.IGNORECASE))
 
 
 def _first_line(text: str) -> str:

@@ -61,6 +61,7 @@ from kafkalog.checkpoint import (
                                  read_partition_metadata,
                                  )
 from kafkalog.errors import InvalidFileNameError, KafkalogError, LogDirLockedError
+from kafkalog.log import filesystem
 
 try:
     import fcntl
@@ -451,6 +452,8 @@ def is_locked(log_dir: PathLike) -> bool:
     An absent ``.lock`` is not locked and is not created. Raises OSError when it cannot tell."""
     if fcntl is None:  # pragma: no cover
         raise OSError(errno.ENOTSUP, "record locks are not available on this platform", os.fspath(log_dir))
+    if filesystem.is_uri(log_dir):       # no broker runs on an object store; nothing there can be locked
+        return False
     if _USE_GETLK:
         return lock_holder(log_dir) is not None
     lock_path = Path(log_dir) / LOCK_FILE
@@ -514,15 +517,14 @@ def lock_log_dir(log_dir: PathLike) -> Iterator[Path]:
 # --- scanning --------------------------------------------------------------------------------
 
 def _require_dir(path: Path) -> None:
-    if not path.exists():
-        raise FileNotFoundError(errno.ENOENT, "log dir does not exist", os.fspath(path))
-    if not path.is_dir():
+    if not filesystem.exists(path):
+        raise FileNotFoundError(errno.ENOENT, "log dir does not exist", filesystem.uri_for_display(path))
+    if not filesystem.isdir(path):
         raise NotADirectoryError(errno.ENOTDIR, "log dir is not a directory", os.fspath(path))
 
 
 def _sorted_entries(path: Path) -> list[os.DirEntry]:
-    with os.scandir(path) as entries:
-        return sorted(entries, key=lambda entry: entry.name)
+    return sorted(filesystem.scandir(path), key=lambda entry: entry.name)
 
 
 def _is_dir(entry: os.DirEntry) -> bool:
@@ -648,7 +650,7 @@ def scan_log_dirs(paths: Iterable[PathLike]) -> list[LogDir]:
     paths = [Path(p) for p in paths]
     seen: dict[Path, Path] = {}
     for path in paths:
-        resolved = path.resolve()
+        resolved = path if filesystem.is_uri(path) else path.resolve()
         if resolved in seen:
             raise ValueError(f"log dir {path} is given twice (also as {seen[resolved]})")
         seen[resolved] = path

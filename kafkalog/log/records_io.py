@@ -15,6 +15,7 @@ from typing import Deque, Iterator, List, Optional, Sequence
 import numpy as np
 import pyarrow as pa
 
+from kafkalog.log import filesystem
 from kafkalog.log.durable import replace_file
 from kafkalog.errors import InvalidFileNameError, KafkalogError, OutOfMemoryError
 from kafkalog.format import compression as codecs
@@ -24,7 +25,7 @@ from kafkalog.format.compression import release_frames
 from kafkalog.format.buffer_pool import available_memory_bytes
 from kafkalog.format import decoder
 from kafkalog.format.decoder import BatchSlices, PartitionId, decode_window, needs_slicing
-from kafkalog.format.file_records import (OK_END, OK_WINDOW, HeaderArrays, MappedFile, check_crcs, crc_error,
+from kafkalog.format.file_records import (OK_END, OK_WINDOW, HeaderArrays, check_crcs, crc_error,
                                           resolve_engine, scan_buffer, walk_error, _scan)
 from kafkalog.format.schema import RECORD_SCHEMA
 
@@ -66,7 +67,7 @@ class ReadOptions:
 def partition_of(path) -> PartitionId:
     """Topic and partition from the folder a file sits in (``orders-3``); None outside one."""
     from kafkalog.log.logdir import parse_partition_dir_name
-    folder = Path(path).resolve().parent.name
+    folder = (Path(path) if filesystem.is_uri(path) else Path(path).resolve()).parent.name
     try:
         topic, partition, _kind = parse_partition_dir_name(folder)
     except InvalidFileNameError:
@@ -135,7 +136,7 @@ class SegmentReader:
         opts = self.options
         engine = resolve_engine(opts.engine)
         threads = self._threads(engine)
-        with MappedFile(self.path) as f, ThreadPoolExecutor(max_workers=threads) as pool:
+        with filesystem.open_view(self.path, self.start, self.end) as f, ThreadPoolExecutor(max_workers=threads) as pool:
             buf = f.array
             pending: Deque[Future] = deque()
             for h, walk_problem in self._windows(buf, engine, threads):

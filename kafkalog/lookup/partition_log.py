@@ -105,10 +105,12 @@ from kafkalog.format.compression import DEFAULT_MAX_BATCH_BYTES
 from kafkalog.format.decoder import PartitionId, decode_window
 from kafkalog.format.record_stamps import batch_stamps
 from kafkalog.format.file_records import (ERR_TRUNCATED, OK_END, OK_WINDOW, HeaderArrays,
-                                          MappedFile, _scan, check_crcs, crc_error, resolve_engine, scan_buffer, walk_error)
+                                          _scan, check_crcs, crc_error, resolve_engine, scan_buffer, walk_error)
 from kafkalog.index.builder import DEFAULT_INDEX_INTERVAL_BYTES, build_indexes
 from kafkalog.index.offset_index import OffsetIndex, empty_offset_index, read_offset_index
 from kafkalog.index.time_index import TIME_ENTRY_SIZE, TimeIndex, empty_time_index, read_time_index
+from kafkalog.log import filesystem
+from kafkalog.log.filesystem import RangeFile
 from kafkalog.log.logdir import SegmentFiles, scan_partition_dir
 
 PathLike = Union[str, os.PathLike]
@@ -209,7 +211,7 @@ class _Segment:
     time_index: Optional[TimeIndex] = None
     time_index_from_file: bool = False     # False: missing (empty) or rebuilt
     notes: Tuple[str, ...] = ()
-    fd: Optional[int] = None               # the .log, opened when first read (os.pread)
+    fd: Optional[RangeFile] = None         # the .log, opened when first read (os.pread, or ranged GETs)
     rebuilt: bool = False                  # indexes rebuilt from the .log (no second retry)
     last_time_entry: Optional[Tuple[int, int]] = None   # cached (ts, offset) or (-1, base)
 
@@ -366,17 +368,14 @@ def _read_last_time_slot(path: Path, base_offset: int) -> Optional[Tuple[int, in
     reads the last slot), or None when the file needs a full parse: zero padding, a size that is
     not a multiple of 12, or what Kafka's sanity check calls corrupt (last timestamp below the
     first, an offset below the base)."""
-    size = os.stat(path).st_size
-    if size == 0:
-        return (-1, base_offset)
-    if size % TIME_ENTRY_SIZE:
-        return None
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        first = _TIME_SLOT.unpack(os.pread(fd, TIME_ENTRY_SIZE, 0))
-        ts, rel = _TIME_SLOT.unpack(os.pread(fd, TIME_ENTRY_SIZE, size - TIME_ENTRY_SIZE))
-    finally:
-        os.close(fd)
+    with filesystem.RangeFile(path) as f:
+        size = f.size
+        if size == 0:
+            return (-1, base_offset)
+        if size % TIME_ENTRY_SIZE:
+            return None
+        first = _TIME_SLOT.unpack(f.read_at(0, TIME_ENTRY_SIZE))
+        ts, rel = _TIME_SLOT.unpack(f.read_at(size - TIME_ENTRY_SIZE, TIME_ENTRY_SIZE))
     if rel < 0 or ts < 0 or (rel == 0 and (ts == 0 or size > TIME_ENTRY_SIZE)) or ts < first[0] or first[1] < 0:
         return None                                     # padding or damage: parse (and check) it all
     return ts, base_offset + rel
@@ -391,7 +390,7 @@ def _at(error: KafkalogError, base: int) -> KafkalogError:
 
 
 def _pread(seg: _Segment, position: int, size: int) -> np.ndarray:
-    return np.frombuffer(os.pread(seg.fd, size, position), dtype=np.uint8)
+    return np.frombuffer(seg.fd.read_at(position, size), dtype=np.uint8)
 
 
 def _walk(seg: _Segment, start: int, end: int, engine: str, *, tolerate: bool = False) -> Iterator[_Window]:
@@ -424,7 +423,7 @@ def _scan_to_end(seg: _Segment, start: int, engine: str) -> Tuple[HeaderArrays, 
     """All batch headers from ``start`` to the end of the .log (file positions), where the valid
     bytes end, and the first problem (the walk stops there, as Kafka's recovery does). A short
     tail is read with pread; a long one (a rebuild) through a memory map."""
-    size = os.fstat(seg.fd).st_size
+    size = seg.fd.size
     if size - start <= MAX_PREAD_SCAN_BYTES:
         scan = scan_buffer(_pread(seg, start, size - start), path=seg.files.log, verify_crc=False,
                            on_corrupt="stop", engine=engine)
@@ -432,7 +431,7 @@ def _scan_to_end(seg: _Segment, start: int, engine: str) -> Tuple[HeaderArrays, 
         h.position += start
         error = None if scan.error is None else _at(scan.error, start)
         return h, start + scan.valid_bytes, error
-    with MappedFile(seg.files.log) as f:
+    with filesystem.open_view(seg.files.log, start) as f:
         scan = scan_buffer(f.array, path=seg.files.log, start=start, verify_crc=False, on_corrupt="stop",
                            engine=engine)
         return scan.headers, scan.valid_bytes, scan.error
@@ -457,7 +456,7 @@ class PartitionLog:
         self._pid = PartitionId(self.topic, self.partition)
         self._segments: List[_Segment] = []
         for files in listing.segments:
-            st = os.stat(files.log)
+            st = filesystem.stat(files.log)
             # mtime in ms, truncated, as Java's File.lastModified()
             self._segments.append(_Segment(files, st.st_size, st.st_mtime_ns // 1_000_000))
         self.base_offsets = np.array([s.base_offset for s in self._segments], dtype=np.int64)
@@ -480,7 +479,7 @@ class PartitionLog:
     def close(self) -> None:
         for seg in self._segments:
             if seg.fd is not None:
-                os.close(seg.fd)
+                seg.fd.close()
                 seg.fd = None
 
     def __enter__(self) -> "PartitionLog":
@@ -708,7 +707,7 @@ class PartitionLog:
 
     def _ensure_open(self, seg: _Segment) -> None:
         if seg.fd is None:
-            seg.fd = os.open(seg.files.log, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            seg.fd = filesystem.RangeFile(seg.files.log)
 
     def _end_of(self, i: int) -> int:
         """Where walking segment i stops: its size, or the valid end of a torn last segment."""

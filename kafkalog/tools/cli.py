@@ -19,6 +19,7 @@ from typing import Callable, List, Optional, Sequence
 
 from kafkalog import __version__
 from kafkalog.errors import KafkalogError, OffsetOutOfRangeError, UsageError
+from kafkalog.log import filesystem
 
 PROG = "kafkalog"
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
@@ -120,10 +121,10 @@ def _check_dump_files(files: Sequence[str]) -> None:
     from kafkalog.tools.dump import dumps_file_kind
 
     for path in files:
-        if not os.path.exists(path):
+        if not filesystem.exists(path):
             raise UsageError("no such file", path=path, hint="check the path; --files takes segment and index files "
                                                              "such as <topic>-<partition>/00000000000000000000.log")
-        if os.path.isdir(path):
+        if filesystem.isdir(path):
             example = os.path.join(path, "00000000000000000000.log")
             raise UsageError("is a folder, not a file", path=path, hint=f"name the files inside it, e.g. --files {example}")
     if not any(dumps_file_kind(path) for path in files):
@@ -227,7 +228,8 @@ def _find_partition_dirs(log_dirs: Sequence[str], topic: str, partitions: Option
     for log_dir in log_dirs:
         check_log_dir(log_dir)
         try:
-            names = sorted(os.listdir(log_dir))
+            entries = {entry.name: entry for entry in filesystem.scandir(log_dir)}
+            names = sorted(entries)
         except OSError as e:
             raise UsageError(f"cannot list the log dir ({e.strerror or e})", path=log_dir) from None
         for name in names:
@@ -235,7 +237,7 @@ def _find_partition_dirs(log_dirs: Sequence[str], topic: str, partitions: Option
                 t, partition, kind = parse_partition_dir_name(name)
             except KafkalogError:
                 continue
-            if kind != LIVE or not os.path.isdir(os.path.join(log_dir, name)):
+            if kind != LIVE or not entries[name].is_dir():
                 continue
             topics.add(t)
             if t != topic:
@@ -458,13 +460,13 @@ def check_log_dir(log_dir: str) -> None:
     from kafkalog.log.logdir import parse_partition_dir_name
 
     hint = "pass the broker's log.dirs, the folders that hold <topic>-<partition> folders"
-    if not os.path.exists(log_dir):
+    if not filesystem.exists(log_dir):
         raise UsageError("log dir does not exist", path=log_dir, hint=hint)
-    if not os.path.isdir(log_dir):
+    if not filesystem.isdir(log_dir):
         raise UsageError("log dir is a file, not a folder", path=log_dir, hint=hint)
     try:
         parse_partition_dir_name(os.path.basename(os.path.normpath(log_dir)))
-        names = os.listdir(log_dir)
+        names = filesystem.listdir(log_dir)
     except (KafkalogError, OSError):
         return
     # a log dir may be named like a partition folder (/data/kafka-1): only one holding segments is one

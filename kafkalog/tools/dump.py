@@ -103,7 +103,6 @@ import re
 import struct
 import zlib
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple
 
 from kafkalog.errors import (BatchSizeError, CheckpointError, CorruptIndexError, CorruptRecordError, CrcMismatchError,
@@ -115,7 +114,7 @@ from kafkalog.format import control_record as cr
 from kafkalog.format import legacy_record as legacy
 from kafkalog.format import record_batch as rb
 from kafkalog.format.compression import CODEC_NAMES, DEFAULT_MAX_BATCH_BYTES
-from kafkalog.format.file_records import MappedFile
+from kafkalog.log import filesystem
 from kafkalog.format.records_reference import decode_legacy_entry, iter_v2_batch, legacy_rows
 
 STDOUT = "stdout"
@@ -270,7 +269,7 @@ def _string_decoder(data: bytes) -> str:
 
 def _absolute(path: str) -> str:
     """java.io.File.getAbsolutePath: joined to the working directory, not normalised."""
-    return path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
+    return path if os.path.isabs(path) or filesystem.is_uri(path) else os.path.join(os.getcwd(), path)
 
 
 def _name_offset(name: str) -> Optional[int]:
@@ -757,7 +756,7 @@ class Dumper:
                         f"{name!r} is not a KRaft snapshot name (<20-digit end offset>-<10-digit epoch>.checkpoint)",
                         path=path, hint=_NO_HINT)
                 header = f"Snapshot end offset: {int(m.group(1))}, epoch: {int(m.group(2))}"
-        with MappedFile(path) as f:
+        with filesystem.open_view(path, 0, o.max_bytes) as f:
             mv = memoryview(f.array)
             try:
                 end = len(mv) if o.max_bytes is None else min(len(mv), o.max_bytes)
@@ -921,8 +920,8 @@ class Dumper:
         warning (an error with --verify-index-only)."""
         name = os.path.basename(path)
         log_path = os.path.join(os.path.dirname(_absolute(path)), name.split(".", 1)[0] + ".log")
-        if os.path.isfile(log_path):
-            return MappedFile(log_path), None
+        if filesystem.isfile(log_path):
+            return filesystem.open_view(log_path), None
         if self.options.verify_index_only:
             raise KafkalogError(f"cannot verify the index: its log {log_path} does not exist", path=path)
         return None, self._warning(f"{log_path} not found; the entries of {path} are not checked against it")
@@ -932,7 +931,7 @@ class Dumper:
         size is not a multiple of the entry size, the error to report."""
         base = _base_offset_or_raise(path, suffix)
         s.base_offset = base
-        data = Path(path).read_bytes()
+        data = filesystem.read_bytes(path)
         whole = len(data) - len(data) % entry_size
         s.valid_bytes, s.invalid_bytes = whole, len(data) - whole
         index = parse(data[:whole], base, path=path, stop_at_zero_slot=False)
@@ -1036,8 +1035,8 @@ class Dumper:
             yield warning
         offset_index = None
         index_path = os.path.join(os.path.dirname(_absolute(path)), os.path.basename(path).split(".", 1)[0] + ".index")
-        if log is not None and os.path.isfile(index_path):
-            raw = Path(index_path).read_bytes()
+        if log is not None and filesystem.isfile(index_path):
+            raw = filesystem.read_bytes(index_path)
             try:
                 offset_index = parse_offset_index(raw[:len(raw) - len(raw) % OFFSET_ENTRY_SIZE], base)
             except KafkalogError:
@@ -1124,7 +1123,7 @@ class Dumper:
 
         base = _base_offset_or_raise(path, ".txnindex")
         s.base_offset = base
-        data = Path(path).read_bytes()
+        data = filesystem.read_bytes(path)
         whole = len(data) - len(data) % TXN_ENTRY_SIZE
         s.valid_bytes, s.invalid_bytes = whole, len(data) - whole
         index = parse_transaction_index(data, base, path=path)
@@ -1147,7 +1146,7 @@ class Dumper:
     def _dump_producer_snapshot(self, path: str, s: FileSummary) -> Iterator[Line]:
         from kafkalog.log.producer_snapshot import parse_producer_snapshot
 
-        data = Path(path).read_bytes()
+        data = filesystem.read_bytes(path)
         offset = _name_offset(os.path.basename(path))
         s.base_offset = offset
         try:
