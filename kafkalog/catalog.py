@@ -38,6 +38,7 @@ from kafkalog.checkpoint import LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_
 from kafkalog.errors import KafkalogError
 from kafkalog.format.file_records import scan_batches
 from kafkalog.index.time_index import read_time_index
+from kafkalog.log import filesystem
 from kafkalog.log.logdir import (LIVE, PartitionDir, SegmentFiles, parse_segment_file_name, scan_partition_dir)
 
 SEGMENT, LEFTOVER, ERROR = "segment", "leftover", "error"
@@ -142,7 +143,7 @@ def read_log_dir_checkpoints(log_dir: Optional[os.PathLike | str]) -> LogDirChec
 
 
 def _mtime_ms(path: Path) -> int:
-    return os.stat(path).st_mtime_ns // 1_000_000
+    return filesystem.stat(path).st_mtime_ns // 1_000_000
 
 
 def _rolled_largest_timestamp(seg: SegmentFiles, mtime_ms: int, problems: list[str]) -> tuple[int, str]:
@@ -182,7 +183,7 @@ def load_partition(partition_dir: PartitionDir, checkpoints: LogDirCheckpoints) 
     segments = partition_dir.segments
     log_end_offset = segments[-1].base_offset if segments else 0
     for i, seg in enumerate(segments):
-        stat = os.stat(seg.log)
+        stat = filesystem.stat(seg.log)
         mtime_ms = stat.st_mtime_ns // 1_000_000
         active = i == len(segments) - 1
         if active:
@@ -257,7 +258,7 @@ def catalog_rows(state: PartitionState) -> list[dict]:
         size = 0
         for p in paths:
             try:
-                size += os.stat(p).st_size
+                size += filesystem.stat(p).st_size
             except OSError:
                 pass
         rows.append(dict(common, kind=LEFTOVER, base_offset=base, size=size, files=sorted(p.name for p in paths)))

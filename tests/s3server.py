@@ -101,7 +101,7 @@ def start_server(weed: str) -> S3Server:
     process = subprocess.Popen(
         [weed, "server", f"-dir={store}", "-s3", f"-s3.port={s3}", f"-master.port={master}",
          f"-volume.port={volume}", f"-filer.port={filer}", "-ip=127.0.0.1", "-volume.max=20",
-         f"-s3.config={config}"],
+         f"-s3.config={config}", "-s3.port.iceberg=0", "-s3.port.lance=0", "-master.telemetry=false"],
         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     log.close()
     server = S3Server(f"127.0.0.1:{s3}", process, data_dir)

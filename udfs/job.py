@@ -24,6 +24,7 @@ from kafkalog.tools.cli import _non_negative_int as _non_negative  # noqa: F401 
 from kafkalog.tools.cli import check_log_dir
 from kafkalog.config import KafkaConfigs, load_configs
 from kafkalog.errors import ConfigError, KafkalogError, LogDirLockedError, UsageError
+from kafkalog.log import filesystem
 from kafkalog.log.logdir import describe_lock_holder, is_locked, lock_log_dir
 
 from udfs import progress as _progress
@@ -145,8 +146,8 @@ def resolve_log_dirs(args, configs: Optional[KafkaConfigs] = None) -> list[Path]
     paths = []
     for d in dirs:
         check_log_dir(d)
-        path = Path(os.path.abspath(d))
-        if any(path.resolve() == p.resolve() for p in paths):
+        path = Path(d) if filesystem.is_uri(d) else Path(os.path.abspath(d))
+        if any(path == p if filesystem.is_uri(d) else path.resolve() == p.resolve() for p in paths):
             raise UsageError(f"log dir {d} is given twice")
         paths.append(path)
     return paths

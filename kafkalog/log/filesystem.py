@@ -212,7 +212,7 @@ def store_error(exc: BaseException, path: PathLike, doing: str = "read") -> Obje
         error = kind(f"cannot {doing} ({_first_line(text)})", path=where)
     if missing:
         error.errno = errno.ENOENT
-    error.strerror = error.message
+    error.strerror = f"{error.message} ({error.hint})"     # what callers quote when they wrap an OSError
     error.filename = where
     return error
 

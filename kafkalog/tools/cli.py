@@ -439,6 +439,7 @@ def _add_recover(subparsers) -> None:
 def _run_recover(args) -> int:
     from kafkalog.log.recover import recover_log_dirs
 
+    filesystem.refuse_uris(args.log_dirs, "recover")
     for log_dir in args.log_dirs:
         check_log_dir(log_dir)
     try:
