@@ -64,12 +64,13 @@ import numpy as np
 from kafkalog.errors import KafkalogError, OffsetOverflowError
 from kafkalog.format import control_record as cr
 from kafkalog.format.compression import DEFAULT_MAX_BATCH_BYTES
-from kafkalog.format.file_records import MappedFile, recovery_valid_bytes, scan_buffer
+from kafkalog.format.file_records import recovery_valid_bytes, scan_buffer
 from kafkalog.format.records_reference import decode_v2_batch
 from kafkalog.index.builder import DEFAULT_INDEX_INTERVAL_BYTES, build_indexes, replay_transactions
 from kafkalog.index.offset_index import OFFSET_ENTRY_DTYPE, OFFSET_ENTRY_SIZE, OffsetIndex
 from kafkalog.index.time_index import TIME_ENTRY_DTYPE, TIME_ENTRY_SIZE, TimeIndex
 from kafkalog.index.transaction_index import TXN_ENTRY_SIZE, TransactionIndex, parse_transaction_index
+from kafkalog.log import filesystem
 from kafkalog.log.logdir import format_segment_file_name
 
 IDENTICAL, VALID, MISSING, CORRUPT = "identical", "valid", "missing", "corrupt"
@@ -165,7 +166,7 @@ class _Batches:
 # --- reading the log ---------------------------------------------------------------------------
 
 def _read_log(log_path: Path) -> Tuple[_Batches, LogTail]:
-    with MappedFile(log_path) as f:
+    with filesystem.open_view(log_path) as f:
         scan = scan_buffer(f.array, path=log_path, verify_crc=True, on_corrupt="stop")
         kafka_end = scan.valid_bytes if scan.error is None else recovery_valid_bytes(f.array, path=log_path)[0]
         t = scan.batches
@@ -260,7 +261,7 @@ def verify_segment(
 
 def _read_slots(path: Path, dtype: np.dtype, entry_size: int, kind: str):
     """(raw bytes, slots array) or a corrupt verdict for a length that is not a multiple of the entry."""
-    data = path.read_bytes()
+    data = filesystem.read_bytes(path)
     if len(data) % entry_size:
         whole = len(data) // entry_size
         return data, None, IndexVerdict(
@@ -310,7 +311,7 @@ def _first(mask: np.ndarray) -> Optional[int]:
 def _verify_offset_index(path: Path, base: int, b: _Batches, tail: LogTail, rebuilt: Optional[OffsetIndex],
                          is_active: bool, interval: int, segment_index_bytes: int) -> IndexVerdict:
     expected = None if rebuilt is None else len(rebuilt)
-    if not path.exists():
+    if not filesystem.exists(path):
         return IndexVerdict(OFFSET_INDEX, path, MISSING,
                             "no .index: a broker recovers (rebuilds) the segment at startup", None, 0, expected)
     data, slots, bad = _read_slots(path, OFFSET_ENTRY_DTYPE, OFFSET_ENTRY_SIZE, OFFSET_INDEX)
@@ -432,7 +433,7 @@ def _offset_index_interval(verdict: IndexVerdict, path: Path, base: int, b: _Bat
     and consistent with one interval; used to explain the time index."""
     if verdict.status != VALID or b.n == 0:
         return None
-    slots = np.frombuffer(path.read_bytes(), dtype=OFFSET_ENTRY_DTYPE)
+    slots = np.frombuffer(filesystem.read_bytes(path), dtype=OFFSET_ENTRY_DTYPE)
     pos = slots["position"].astype(np.int64)[:verdict.entries]
     offsets = slots["relative_offset"].astype(np.int64)[:verdict.entries] + base
     j = np.searchsorted(b.position, pos)
@@ -447,7 +448,7 @@ def _verify_time_index(path: Path, base: int, b: _Batches, rebuilt: Optional[Tim
                        interval: int, segment_index_bytes: int,
                        interval_range: Optional[Tuple[int, int]]) -> IndexVerdict:
     expected = None if rebuilt is None else len(rebuilt)
-    if not path.exists():
+    if not filesystem.exists(path):
         return IndexVerdict(TIME_INDEX, path, MISSING,
                             "no .timeindex: a broker creates it EMPTY at startup (not rebuilt), so retention "
                             "falls back to the .log mtime", None, 0, expected)
@@ -577,10 +578,10 @@ def _rebuild_txn_index(base: int, b: _Batches, folder: Path, open_txns, known: b
         aborted, open_after = (), dict(start)
     kept: set = set()
     path = folder / format_segment_file_name(base, TXN_INDEX)
-    if not known and path.exists():
+    if not known and filesystem.exists(path):
         # Entries for markers whose transaction began before the known state: keep them.
         try:
-            existing = parse_transaction_index(path.read_bytes(), base, path=path)
+            existing = parse_transaction_index(filesystem.read_bytes(path), base, path=path)
         except KafkalogError:
             existing = None
         if existing is not None:
@@ -609,13 +610,13 @@ def _marker_index(b: _Batches, producer_id: int, offset: int) -> Optional[int]:
 def _verify_txn_index(path: Path, base: int, b: _Batches, rebuilt: TransactionIndex, known: bool,
                       kept: set) -> Optional[IndexVerdict]:
     expected = len(rebuilt)
-    if not path.exists():
+    if not filesystem.exists(path):
         if expected == 0:
             return None
         return IndexVerdict(TXN_INDEX, path, MISSING,
                             f"no .txnindex although {expected} aborted transaction(s) end in this segment: "
                             "read_committed consumers would get their records", None, 0, expected)
-    data = path.read_bytes()
+    data = filesystem.read_bytes(path)
     if data == rebuilt.to_bytes():
         note = f" ({len(kept)} entries kept for transactions that began before the known producer state)" if kept else ""
         return IndexVerdict(TXN_INDEX, path, IDENTICAL, "byte-identical to Kafka's recovery rebuild" + note,
