@@ -33,7 +33,6 @@ import json
 import os
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable, Iterable, Mapping, NamedTuple, Optional, Sequence, TypeVar, Union
 
 from kafkalog.errors import CheckpointError

@@ -29,7 +29,6 @@ import stat as stat_module
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 from urllib.parse import urlsplit
 
@@ -117,14 +116,6 @@ def uri_for_display(path: PathLike) -> str:
     such as endpoints, and could hold keys)."""
     text = canonical_uri(path)
     return text.split("?", 1)[0] if is_uri(text) else text
-
-
-def join(base: PathLike, *names: str) -> str:
-    """``base/name/...`` keeping a URI a URI (os.path.join would keep it too; Path would not)."""
-    text = canonical_uri(base) if is_uri(base) else os.fspath(base)
-    for name in names:
-        text = text.rstrip("/") + "/" + name if is_uri(text) else os.path.join(text, name)
-    return text
 
 
 def refuse_uris(paths: Sequence[PathLike], job: str, *, what: str = "log dir") -> None:

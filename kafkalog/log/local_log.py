@@ -10,7 +10,6 @@ recovery (or restore) first.
 """
 from __future__ import annotations
 
-import os
 
 import numpy as np
 from dataclasses import dataclass, field
@@ -22,11 +21,12 @@ from kafkalog.format import control_record as cr
 from kafkalog.format import record_batch as rb
 from kafkalog.format.compression import OutputBuffer
 from kafkalog.format.decoder import PartitionId, decode_decompressed, decode_window, decompress_batches
-from kafkalog.format.file_records import HeaderArrays, MappedFile, ScanResult, resolve_engine, scan_batches
+from kafkalog.format.file_records import HeaderArrays, ScanResult, resolve_engine, scan_batches
 from kafkalog.format.records_reference import RecordRow
 from kafkalog.index.offset_index import read_offset_index
 from kafkalog.index.time_index import read_time_index
 from kafkalog.index.transaction_index import AbortedTxn, TransactionIndex, read_transaction_index
+from kafkalog.log import filesystem
 from kafkalog.log.logdir import scan_partition_dir
 from kafkalog.cleaner.cleanable import NO_TIMESTAMP, SegmentStats
 
@@ -74,14 +74,14 @@ class LogSegment:
 
 def _file_size(path: Optional[Path]) -> int:
     try:
-        return os.stat(path).st_size if path is not None else 0
+        return filesystem.stat(path).st_size if path is not None else 0
     except FileNotFoundError:
         return 0
 
 
 def load_segment(files, *, is_active: bool = False) -> LogSegment:
     log_path = Path(files.log)
-    st = os.stat(log_path)
+    st = filesystem.stat(log_path)
     scan = scan_batches(log_path, verify_crc=True, on_corrupt="raise")
     b = scan.batches
     n = b.num_rows
@@ -281,7 +281,7 @@ def read_windows(segment: LogSegment, *, max_batch_bytes: int, from_position: in
     engine = resolve_engine(engine)
     pid = PartitionId(None, None)
     out = OutputBuffer(1 << 20)       # the window's decompressed records, kept for the rewrite
-    with MappedFile(segment.log_path) as f:
+    with filesystem.open_view(segment.log_path) as f:
         buf = f.array
         i = first
         while i < stop:

@@ -5,8 +5,6 @@ S3 server (SeaweedFS's weed, tests/s3server.py)."""
 from __future__ import annotations
 
 import errno
-import json
-import re
 import socket
 import threading
 from pathlib import Path
@@ -19,7 +17,7 @@ from kafkalog.log import filesystem
 from kafkalog.log.records_io import iter_segment, read_segment
 from kafkalog.lookup.partition_log import PartitionLog
 from kafkalog.tools.cli import main
-from logdirs import make_partition, snapshot, write_checkpoints
+from logdirs import make_partition, write_checkpoints
 
 BUCKET = "kafkalog-logs"
 HOUR = 3_600_000

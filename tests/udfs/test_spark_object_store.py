@@ -6,7 +6,6 @@ the same environment variables as the driver (here through the SparkContext's en
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -135,3 +134,31 @@ def test_reindex_verify_only_runs_on_a_uri(spark, remote_env, uploaded, tmp_path
         assert reindex_job.main(["--log-dirs", where, "--verify-only", "--report", str(path)], spark=spark) == 0
         reports.append(_without_location(json.loads(path.read_text()), where))
     assert reports[1] == reports[0]
+
+
+def test_compact_dry_run_on_s3_equals_local(spark, remote_env, uploaded, tmp_path):
+    local, uri = uploaded
+    reports = []
+    for where in (str(local), uri):
+        path = tmp_path / f"compact-{len(reports)}.json"
+        assert compact_job.main(["--log-dirs", where, "--dry-run", "--now-ms", str(NOW), "--topic-config",
+                                 "state:cleanup.policy=compact", "--report", str(path)], spark=spark) == 0
+        reports.append(_without_location(json.loads(path.read_text()), where))
+    assert reports[1] == reports[0]
+
+
+def test_lookup_job_on_s3_equals_local(spark, remote_env, uploaded, tmp_path):
+    from udfs import lookup_job
+    local, uri = uploaded
+    queries = tmp_path / "queries.csv"
+    queries.write_text("id,topic,partition,timestamp,offset\n"
+                       + "".join(f"{i},orders,{i % 3},{T0 + i * 7 * HOUR},\n" for i in range(10))
+                       + "".join(f"o{i},orders,{i % 3},,{i * 111}\n" for i in range(10)))
+    answers = []
+    for where in (str(local), uri):
+        out = tmp_path / f"answers-{len(answers)}.json"
+        assert lookup_job.main(["--log-dirs", where, "--queries", str(queries), "--output-json", str(out)],
+                               spark=spark) == 0
+        answers.append(sorted(out.read_text().replace(where, "<dir>").replace(where.replace("://", ":/", 1), "<dir>")
+                              .splitlines()))
+    assert answers[1] == answers[0] and len(answers[0]) == 20
