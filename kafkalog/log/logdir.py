@@ -600,13 +600,18 @@ def scan_log_dir(path: PathLike) -> LogDir:
     path = Path(path)
     _require_dir(path)
     result = LogDir(path=path)
-    for entry in _sorted_entries(path):
+    entries = _sorted_entries(path)
+    ahead = filesystem.in_parallel(           # remote folders are listed at once; local ones as walked
+        lambda file: scan_partition_dir(file, log_dir=path),
+        [Path(e.path) for e in entries if e.name != REMOTE_INDEX_CACHE_DIR and _is_dir(e)]) \
+        if filesystem.is_uri(path) else {}
+    for entry in entries:
         name, file = entry.name, Path(entry.path)
         if _is_dir(entry):
             if name == REMOTE_INDEX_CACHE_DIR:
                 continue
             try:
-                partition_dir = scan_partition_dir(file, log_dir=path)
+                partition_dir = ahead[file].result() if file in ahead else scan_partition_dir(file, log_dir=path)
             except InvalidFileNameError as exc:
                 result.problems.append(f"{file}: {exc.message}; a broker refuses a log dir holding it")
                 continue
