@@ -226,6 +226,10 @@ def write_report(path: Optional[str], report: dict) -> None:
     if not path:
         return
     data = json.dumps(report, indent=2, sort_keys=False, default=_json_default).encode("utf-8") + b"\n"
+    if filesystem.is_uri(path):
+        filesystem.write_object(path, data)
+        progress(f"report written to {filesystem.uri_for_display(path)}")
+        return
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     replace_file(target, data, owner=AS_CREATED)      # a user's file, not a log dir's: no owner copied
@@ -239,10 +243,13 @@ def write_html(path: Optional[str], report: dict) -> None:
     from kafkalog.report_html import render_page
 
     data = render_page(report).encode("utf-8")
-    target = Path(path)
+    target = path if filesystem.is_uri(path) else Path(path)
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        replace_file(target, data, owner=AS_CREATED)   # a user's file, not a log dir's
+        if filesystem.is_uri(path):
+            filesystem.write_object(path, data)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            replace_file(target, data, owner=AS_CREATED)   # a user's file, not a log dir's
     except OSError as exc:
         raise KafkalogError(f"cannot write the HTML page: {exc.strerror or exc}", path=target,
                             hint="the job's work and its JSON report are not affected") from None

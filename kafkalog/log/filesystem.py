@@ -13,8 +13,9 @@ A URI that went through ``pathlib.Path`` loses one slash (``s3://b/k`` becomes `
 spellings are the URI, so the readers may keep joining paths with ``Path``. A path whose first
 part is ``<scheme>:`` (two letters or more) is therefore never a local path.
 
-Object stores have no rename, so nothing here writes: ``refuse_uris`` is the check the jobs that
-modify a log dir in place make before touching anything.
+Object stores have no rename, so log dirs are never written here: ``refuse_uris`` is the check the
+jobs that modify a log dir in place make before touching anything. ``write_object`` writes a whole
+object (a job's report or page), which an object store shows complete or not at all.
 
 Failures of a remote call become :class:`ObjectStoreError` (a KafkalogError and an OSError, so
 per-partition ``except OSError`` reporting keeps working) naming the URI and what to check.
@@ -362,6 +363,14 @@ def read_bytes(path: PathLike) -> bytes:
         with filesystem.open_input_file(inner) as f:
             data = f.read()
     return data
+
+
+def write_object(path: PathLike, data: bytes) -> None:
+    """Write a whole object to a URI (one PUT, or a multipart upload completed at the end)."""
+    filesystem, inner = resolve(path)
+    with store_errors(path, "write"):
+        with filesystem.open_output_stream(inner) as out:
+            out.write(data)
 
 
 class RangeFile:

@@ -83,6 +83,16 @@ def test_catalog_report_of_s3_equals_local(spark, remote_env, uploaded, tmp_path
     assert reports[0]["summary"]["segments"] == 17
 
 
+def test_reports_and_pages_can_be_written_to_a_uri(spark, remote_env, uploaded):
+    from kafkalog.log import filesystem
+    _local, uri = uploaded
+    report, page = "s3://kafkalog-spark/reports/run-1/catalog.json", "s3://kafkalog-spark/reports/run-1/catalog.html"
+    assert catalog_job.main(["--log-dirs", uri, "--dry-run", "--report", report, "--html", page], spark=spark) == 0
+    written = json.loads(filesystem.read_bytes(report))
+    assert written["summary"]["segments"] == 17 and written["log_dirs"] == [uri]
+    assert filesystem.read_bytes(page).startswith(b"<!DOCTYPE html>")
+
+
 def test_retention_dry_run_on_s3_equals_local(spark, remote_env, uploaded, tmp_path):
     local, uri = uploaded
     reports = []
