@@ -1,5 +1,5 @@
 """Requests and bytes per operation on a log dir on an S3 server, counted by wrapping the
-FileSystem (``kafkalog.log.filesystem.counting_filesystem``).
+FileSystem (``kafkalog.log.counting_filesystem``).
 
 Data: bench.lookup's partition (a rolled ~1 GiB segment, ``--quick``: 64 MiB, and a small active
 segment; uncompressed 16 KiB batches, non-monotonic timestamps; Kafka's indexes), uploaded once per
@@ -75,6 +75,7 @@ def _names(path) -> list:
 
 def run(part: Path, uri_of_log_dir: str, log=print) -> list:
     from kafkalog.log import filesystem
+    from kafkalog.log.counting_filesystem import RequestCounts, counting_filesystem
 
     part_uri = f"{uri_of_log_dir}/{part.name}"
     from kafkalog.lookup.partition_log import PartitionLog
@@ -83,8 +84,8 @@ def run(part: Path, uri_of_log_dir: str, log=print) -> list:
     rows = []
     for name, fn in _operations(part_uri, uri_of_log_dir, log_end):
         expected = fn(part)
-        counts = filesystem.RequestCounts()
-        filesystem.wrap_filesystems(lambda fs: filesystem.counting_filesystem(fs, counts))
+        counts = RequestCounts()
+        filesystem.wrap_filesystems(lambda fs: counting_filesystem(fs, counts))
         try:
             filesystem.resolve(part_uri)             # the FileSystem itself is made once per process
             t0 = time.perf_counter()

@@ -19,7 +19,8 @@ object (a job's report or page), which an object store shows complete or not at 
 
 Failures of a remote call become :class:`ObjectStoreError` (a KafkalogError and an OSError, so
 per-partition ``except OSError`` reporting keeps working) naming the URI and what to check.
-``CountingFileSystem`` wraps a FileSystem to count requests and bytes (the README's table).
+``wrap_filesystems`` passes every FileSystem made through a wrapper: ``counting_filesystem`` counts
+requests and bytes (the README's table).
 """
 from __future__ import annotations
 
@@ -74,6 +75,49 @@ class ObjectStoreError(KafkalogError, OSError):
 
 class ObjectNotFoundError(ObjectStoreError, FileNotFoundError):
     """The bucket, object or prefix does not exist (a FileNotFoundError, as a missing local file)."""
+
+
+@dataclass(frozen=True)
+class FileStat:
+    """What the readers need of a stat: size, mtime (ns) and kind."""
+    size: int
+    mtime_ns: int
+    is_dir: bool
+
+    @property
+    def st_size(self) -> int:
+        return self.size
+
+    @property
+    def st_mtime_ns(self) -> int:
+        return self.mtime_ns
+
+
+class RemoteEntry:
+    """One listed entry of a remote folder, with os.DirEntry's name / path / is_dir()."""
+
+    __slots__ = ("name", "path", "_stat")
+
+    def __init__(self, name: str, path: str, stat: FileStat):
+        self.name, self.path, self._stat = name, path, stat
+
+    def is_dir(self, follow_symlinks: bool = True) -> bool:
+        return self._stat.is_dir
+
+    def is_file(self, follow_symlinks: bool = True) -> bool:
+        return not self._stat.is_dir
+
+    def is_symlink(self) -> bool:
+        return False
+
+    def stat(self, follow_symlinks: bool = True) -> FileStat:
+        return self._stat
+
+    def __fspath__(self) -> str:
+        return self.path
+
+    def __repr__(self) -> str:
+        return f"<RemoteEntry {self.path!r}>"
 
 
 # --- which paths are URIs -----------------------------------------------------------------
@@ -234,49 +278,6 @@ def in_parallel(fn, items: Sequence) -> dict:
         futures = {item: pool.submit(fn, item) for item in items}
     return futures
 
-@dataclass(frozen=True)
-class FileStat:
-    """What the readers need of a stat: size, mtime (ns) and kind."""
-    size: int
-    mtime_ns: int
-    is_dir: bool
-
-    @property
-    def st_size(self) -> int:
-        return self.size
-
-    @property
-    def st_mtime_ns(self) -> int:
-        return self.mtime_ns
-
-
-class RemoteEntry:
-    """One listed entry of a remote folder, with os.DirEntry's name / path / is_dir()."""
-
-    __slots__ = ("name", "path", "_stat")
-
-    def __init__(self, name: str, path: str, stat: FileStat):
-        self.name, self.path, self._stat = name, path, stat
-
-    def is_dir(self, follow_symlinks: bool = True) -> bool:
-        return self._stat.is_dir
-
-    def is_file(self, follow_symlinks: bool = True) -> bool:
-        return not self._stat.is_dir
-
-    def is_symlink(self) -> bool:
-        return False
-
-    def stat(self, follow_symlinks: bool = True) -> FileStat:
-        return self._stat
-
-    def __fspath__(self) -> str:
-        return self.path
-
-    def __repr__(self) -> str:
-        return f"<RemoteEntry {self.path!r}>"
-
-
 def _stat_of(info) -> FileStat:
     from pyarrow import fs as pafs
     mtime = info.mtime_ns if info.mtime_ns is not None else 0
@@ -319,38 +320,32 @@ def stat(path: PathLike) -> FileStat:
     return _stat_of(info)
 
 
+def _remote_stat_or_none(path: PathLike) -> Optional[FileStat]:
+    """A remote stat, None when nothing is there (other failures raise)."""
+    try:
+        return stat(path)
+    except ObjectNotFoundError:
+        return None
+
+
 def exists(path: PathLike) -> bool:
     if not is_uri(path):
         return os.path.exists(local_path(path))
-    try:
-        stat(path)
-    except ObjectStoreError as exc:
-        if exc.errno == errno.ENOENT:
-            return False
-        raise
-    return True
+    return _remote_stat_or_none(path) is not None
 
 
 def isdir(path: PathLike) -> bool:
     if not is_uri(path):
         return os.path.isdir(local_path(path))
-    try:
-        return stat(path).is_dir
-    except ObjectStoreError as exc:
-        if exc.errno == errno.ENOENT:
-            return False
-        raise
+    found = _remote_stat_or_none(path)
+    return found is not None and found.is_dir
 
 
 def isfile(path: PathLike) -> bool:
     if not is_uri(path):
         return os.path.isfile(local_path(path))
-    try:
-        return not stat(path).is_dir
-    except ObjectStoreError as exc:
-        if exc.errno == errno.ENOENT:
-            return False
-        raise
+    found = _remote_stat_or_none(path)
+    return found is not None and not found.is_dir
 
 
 def read_bytes(path: PathLike) -> bytes:
@@ -480,124 +475,3 @@ def open_view(path: PathLike, start: int = 0, end: Optional[int] = None):
         from kafkalog.format.file_records import MappedFile
         return MappedFile(local_path(path))
     return RemoteView(path, start, end)
-
-
-# --- measuring ------------------------------------------------------------------------------
-
-@dataclass
-class RequestCounts:
-    """Requests of each kind and bytes read, as a FileSystem wrapper saw them."""
-    infos: int = 0          # get_file_info of paths (a HEAD on S3)
-    lists: int = 0          # get_file_info of a selector (a LIST)
-    opens: int = 0          # open_input_file / open_input_stream (a HEAD on S3)
-    reads: int = 0          # read / read_at calls (one ranged GET each on S3)
-    bytes_read: int = 0
-
-    @property
-    def requests(self) -> int:
-        return self.infos + self.lists + self.opens + self.reads
-
-    def as_dict(self) -> dict:
-        return {"requests": self.requests, "infos": self.infos, "lists": self.lists, "opens": self.opens,
-                "reads": self.reads, "bytes_read": self.bytes_read}
-
-
-def counting_filesystem(inner, counts: RequestCounts):
-    """``inner`` wrapped so that every call is counted in ``counts`` (a pyarrow PyFileSystem)."""
-    from pyarrow import fs as pafs
-    return pafs.PyFileSystem(_CountingHandler(inner, counts))
-
-
-class _CountingReader:
-    """A file-like object over a pyarrow NativeFile, counting reads and bytes."""
-
-    def __init__(self, inner, counts: RequestCounts, lock: threading.Lock):
-        self._inner, self._counts, self._lock = inner, counts, lock
-        self.closed = False
-
-    def _count(self, data: bytes) -> bytes:
-        with self._lock:
-            self._counts.reads += 1
-            self._counts.bytes_read += len(data)
-        return data
-
-    def read(self, nbytes: int = -1) -> bytes:
-        return self._count(self._inner.read() if nbytes is None or nbytes < 0 else self._inner.read(nbytes))
-
-    def read_at(self, nbytes: int, offset: int) -> bytes:
-        return self._count(self._inner.read_at(nbytes, offset))
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        return self._inner.seek(offset, whence)
-
-    def tell(self) -> int:
-        return self._inner.tell()
-
-    def size(self) -> int:
-        return self._inner.size()
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def writable(self) -> bool:
-        return False
-
-    def close(self) -> None:
-        self.closed = True
-        self._inner.close()
-
-
-def _counting_handler_base():
-    from pyarrow import fs as pafs
-    return pafs.FileSystemHandler
-
-
-class _CountingHandler(_counting_handler_base()):
-    """pyarrow FileSystemHandler forwarding to a FileSystem; reads only (the readers never write)."""
-
-    def __init__(self, inner, counts: RequestCounts):
-        self.inner, self.counts, self.lock = inner, counts, threading.Lock()
-
-    def _add(self, field: str) -> None:
-        with self.lock:
-            setattr(self.counts, field, getattr(self.counts, field) + 1)
-
-    def __eq__(self, other):
-        return isinstance(other, _CountingHandler) and self.inner.equals(other.inner)
-
-    def __ne__(self, other):
-        return not self == other
-
-    def get_type_name(self) -> str:
-        return "counting+" + self.inner.type_name
-
-    def normalize_path(self, path):
-        return self.inner.normalize_path(path)
-
-    def get_file_info(self, paths):
-        for _ in paths:
-            self._add("infos")
-        return self.inner.get_file_info(paths)
-
-    def get_file_info_selector(self, selector):
-        self._add("lists")
-        return self.inner.get_file_info(selector)
-
-    def open_input_file(self, path):
-        import pyarrow as pa
-        self._add("opens")
-        return pa.PythonFile(_CountingReader(self.inner.open_input_file(path), self.counts, self.lock), mode="r")
-
-    def open_input_stream(self, path):
-        import pyarrow as pa
-        self._add("opens")
-        return pa.PythonFile(_CountingReader(self.inner.open_input_stream(path), self.counts, self.lock), mode="r")
-
-    def _read_only(self, *args, **kwargs):
-        raise OSError(errno.EROFS, "the counting wrapper measures reads only")
-
-    create_dir = delete_dir = delete_dir_contents = delete_root_dir_contents = delete_file = _read_only
-    move = copy_file = open_output_stream = open_append_stream = _read_only

@@ -14,6 +14,7 @@ import pytest
 
 from kafkalog.errors import KafkalogError, UsageError
 from kafkalog.log import filesystem
+from kafkalog.log.counting_filesystem import RequestCounts, counting_filesystem
 from kafkalog.log.records_io import iter_segment, read_segment
 from kafkalog.lookup.partition_log import PartitionLog
 from kafkalog.tools.cli import main
@@ -251,8 +252,8 @@ def test_error_messages_never_show_a_uri_query():
 
 def test_a_lookup_reads_the_indexes_and_a_few_kb_of_the_log(s3_env, uploaded):
     local, uri = uploaded
-    counts = filesystem.RequestCounts()
-    filesystem.wrap_filesystems(lambda fs: filesystem.counting_filesystem(fs, counts))
+    counts = RequestCounts()
+    filesystem.wrap_filesystems(lambda fs: counting_filesystem(fs, counts))
     try:
         with PartitionLog.open(f"{uri}/events-1") as log:
             listed = counts.requests

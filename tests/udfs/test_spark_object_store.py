@@ -70,13 +70,18 @@ def _without_timings(value):
     return value
 
 
-def test_catalog_report_of_s3_equals_local(spark, remote_env, uploaded, tmp_path):
-    local, uri = uploaded
+def _reports_here_and_there(spark, job, argv, uploaded, tmp_path) -> list:
+    """The job's JSON report on the local copy and on the URI, each without location and timings."""
     reports = []
-    for where in (str(local), uri):
+    for where in (str(uploaded[0]), uploaded[1]):
         path = tmp_path / f"report-{len(reports)}.json"
-        assert catalog_job.main(["--log-dirs", where, "--dry-run", "--report", str(path)], spark=spark) == 0
+        assert job.main(["--log-dirs", where, *argv, "--report", str(path)], spark=spark) == 0
         reports.append(_without_location(json.loads(path.read_text()), where))
+    return reports
+
+
+def test_catalog_report_of_s3_equals_local(spark, remote_env, uploaded, tmp_path):
+    reports = _reports_here_and_there(spark, catalog_job, ["--dry-run"], uploaded, tmp_path)
     for report in reports:                   # ages count from each run's clock
         report.pop("age_histogram", None)
     assert reports[1] == reports[0]
@@ -94,12 +99,7 @@ def test_reports_and_pages_can_be_written_to_a_uri(spark, remote_env, uploaded):
 
 
 def test_retention_dry_run_on_s3_equals_local(spark, remote_env, uploaded, tmp_path):
-    local, uri = uploaded
-    reports = []
-    for where in (str(local), uri):
-        path = tmp_path / f"plan-{len(reports)}.json"
-        assert retention_job.main(["--log-dirs", where, "--now-ms", str(NOW), "--report", str(path)], spark=spark) == 0
-        reports.append(_without_location(json.loads(path.read_text()), where))
+    reports = _reports_here_and_there(spark, retention_job, ["--now-ms", str(NOW)], uploaded, tmp_path)
     assert reports[1] == reports[0]
     assert reports[0]["summary"]["segments_deleted"] > 0
 
@@ -137,23 +137,13 @@ def test_modifying_jobs_refuse_a_uri_and_touch_nothing(spark, remote_env, upload
 
 
 def test_reindex_verify_only_runs_on_a_uri(spark, remote_env, uploaded, tmp_path):
-    local, uri = uploaded
-    reports = []
-    for where in (str(local), uri):
-        path = tmp_path / f"verify-{len(reports)}.json"
-        assert reindex_job.main(["--log-dirs", where, "--verify-only", "--report", str(path)], spark=spark) == 0
-        reports.append(_without_location(json.loads(path.read_text()), where))
+    reports = _reports_here_and_there(spark, reindex_job, ["--verify-only"], uploaded, tmp_path)
     assert reports[1] == reports[0]
 
 
 def test_compact_dry_run_on_s3_equals_local(spark, remote_env, uploaded, tmp_path):
-    local, uri = uploaded
-    reports = []
-    for where in (str(local), uri):
-        path = tmp_path / f"compact-{len(reports)}.json"
-        assert compact_job.main(["--log-dirs", where, "--dry-run", "--now-ms", str(NOW), "--topic-config",
-                                 "state:cleanup.policy=compact", "--report", str(path)], spark=spark) == 0
-        reports.append(_without_location(json.loads(path.read_text()), where))
+    reports = _reports_here_and_there(spark, compact_job, ["--dry-run", "--now-ms", str(NOW), "--topic-config",
+                                                           "state:cleanup.policy=compact"], uploaded, tmp_path)
     assert reports[1] == reports[0]
 
 
