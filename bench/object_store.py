@@ -61,7 +61,7 @@ def _operations(part_uri: str, log_dir_uri: str, log_end: int):
         ("offsets --time -2 (earliest)", lookup(-2)),
         ("offsets --time -1 (latest)", lookup(-1)),
         ("offsets --time -3 (max timestamp)", lookup(-3)),
-        ("offsets --time T (a timestamp in the 1 GiB segment)", lookup(middle_time)),
+        ("offsets --time T (a timestamp in the big segment)", lookup(middle_time)),
         (f"fetch --offset N --max-records {FETCH_RECORDS}", fetch),
         ("list the log dir (scan_log_dir)", lambda p: len(scan_log_dir(str(p).rsplit("/", 1)[0]).partitions)),
         ("iter_segment over the whole big segment", scan),

@@ -40,8 +40,9 @@ from kafkalog.errors import KafkalogError, UsageError
 
 PathLike = Union[str, os.PathLike]
 
-# <scheme>:/ or <scheme>:// at the start; one-letter schemes would be drive letters.
-_URI = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):/+(.*)$", re.DOTALL)
+# <scheme>:// (or <scheme>:/ after pathlib) at the start; one-letter schemes would be drive letters.
+# The rest keeps a third slash: hdfs:///path has an empty authority.
+_URI = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):/(?:/)?(.*)$", re.DOTALL)
 LOCAL_SCHEMES = ("file", "local")
 
 # What a failed call's message says, and what the user should check (first match wins).
@@ -143,7 +144,7 @@ def local_path(path: PathLike) -> str:
     text = os.fspath(path)
     match = _URI.match(text) if isinstance(text, str) else None
     if match is not None and match.group(1).lower() in LOCAL_SCHEMES:
-        return "/" + match.group(2)
+        return "/" + match.group(2).lstrip("/")
     return text
 
 

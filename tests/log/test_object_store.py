@@ -131,6 +131,16 @@ def test_recover_refuses_a_uri_and_touches_nothing(s3_env, uploaded, capsys):
     assert _bucket_snapshot(s3_env, uri) == before
 
 
+def test_uri_spellings():
+    assert filesystem.canonical_uri("s3:/b/k") == filesystem.canonical_uri("s3://b/k") == "s3://b/k"
+    assert filesystem.canonical_uri("hdfs:///data/kafka") == "hdfs:///data/kafka"
+    assert filesystem.canonical_uri("gs://b/k/") == "gs://b/k/"
+    assert not filesystem.is_uri("file:///data/kafka") and filesystem.local_path("file:///data/kafka") == "/data/kafka"
+    assert filesystem.local_path("file:/data/kafka") == "/data/kafka"
+    assert not filesystem.is_uri("relative/dir") and not filesystem.is_uri("/abs/s3://x")
+    assert filesystem.uri_for_display("s3://b/k?endpoint_override=h:1") == "s3://b/k"
+
+
 def test_refuse_uris_is_a_pure_check():
     filesystem.refuse_uris(["/data/kafka", Path("relative/dir"), "file:///data/kafka"], "compact")
     for remote in ["s3://b/k", "gs://b/k", "abfs://c@a.dfs.core.windows.net/k", "hdfs://nn:8020/k", "s3:/b/k"]:
