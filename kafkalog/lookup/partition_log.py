@@ -81,8 +81,9 @@ PathLike = Union[str, os.PathLike]
 
 class PartitionLog:
     """One partition folder opened for lookups. Index files are read once, when a segment is
-    first needed, and kept; ``.log`` files are read with os.pread, only the byte ranges walked.
-    Not thread-safe; cheap to open (lists the folder, reads the checkpoints)."""
+    first needed, and kept; ``.log`` files are read at positions (os.pread, or ranged GETs for a
+    URI), only the byte ranges walked. Not thread-safe; cheap to open (lists the folder, reads the
+    checkpoints)."""
 
     def __init__(self, path: PathLike, *, log_dir: Optional[PathLike] = None,
                  topic_partition: Optional[TopicPartition] = None, engine: str = "auto",

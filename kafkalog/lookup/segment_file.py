@@ -1,7 +1,7 @@
 """How lookups read a segment's files: the ``.log`` of a :class:`~kafkalog.log.segment.SegmentHandle`
-with os.pread in windows that start small and double, so a lookup reads only the few index intervals it
-walks, and the last ``.timeindex`` entry from two slots (:class:`~kafkalog.lookup.partition_log.PartitionLog`
-decides what to read)."""
+at positions (os.pread locally, ranged GETs on an object store) in windows that start small and double,
+so a lookup reads only the few index intervals it walks, and the last ``.timeindex`` entry from two
+slots (:class:`~kafkalog.lookup.partition_log.PartitionLog` decides what to read)."""
 from __future__ import annotations
 
 import struct
@@ -73,9 +73,9 @@ def pread(seg: SegmentHandle, position: int, size: int) -> np.ndarray:
 
 def walk(seg: SegmentHandle, start: int, end: int, engine: str, *, tolerate: bool = False) -> Iterator[Window]:
     """The batches of ``seg``'s .log from byte ``start`` (a batch boundary) to ``end``, read with
-    os.pread in windows that start at FIRST_WINDOW_BYTES and double: only the bytes walked are
-    read. Invalid bytes raise the walk's CorruptRecordError, or end the walk quietly with
-    ``tolerate``."""
+    positional reads (``filesystem.RangeFile``) in windows that start at FIRST_WINDOW_BYTES and
+    double: only the bytes walked are read. Invalid bytes raise the walk's CorruptRecordError, or end
+    the walk quietly with ``tolerate``."""
     pos, window = start, FIRST_WINDOW_BYTES
     while pos < end:
         want = min(window, end - pos)
