@@ -20,6 +20,7 @@ import pyarrow as pa
 from kafkalog.errors import KafkalogError
 from kafkalog.log.local_log import LocalLog
 from kafkalog.log.names import parse_segment_file_name
+from kafkalog.log import filesystem
 
 SEGMENT, LEFTOVER, ERROR = "segment", "leftover", "error"
 
@@ -82,7 +83,7 @@ def catalog_rows(state: LocalLog) -> list[dict]:
         size = 0
         for p in paths:
             try:
-                size += os.stat(p).st_size
+                size += filesystem.stat(p).st_size
             except OSError:
                 pass
         rows.append(dict(common, kind=LEFTOVER, base_offset=base, size=size, files=sorted(p.name for p in paths)))

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from s3server import s3_env, s3_server  # noqa: F401  (session fixtures: a real S3 server for the object-store tests)
+
 REPO = Path(__file__).resolve().parents[1]
 # ../shared/fixtures/real beside the clone (CI has it; a user's clone does not).
 REAL_FIXTURES = Path(os.environ.get("KAFKALOG_REAL_FIXTURES", REPO.parent / "shared" / "fixtures" / "real"))

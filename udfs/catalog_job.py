@@ -7,6 +7,7 @@ import uuid
 from typing import Optional, Sequence
 
 from kafkalog.catalog import CATALOG_SCHEMA, ERROR, LEFTOVER, SEGMENT
+from kafkalog.log import filesystem
 
 from udfs import delta_tables
 from udfs.job import (EXIT_OK, EXIT_PARTIAL, add_config_arguments, add_html_argument, base_parser, load_job_configs,
@@ -112,7 +113,7 @@ def main(argv: Sequence[str], *, spark=None) -> int:
         progress(f"catalog written to {args.catalog} (Delta version {table['version']}, {table['rows']} rows)")
     df.unpersist()
     segments, seg_bytes = kinds.get(SEGMENT, (0, 0))
-    report = dict(job=JOB, run_id=run_id, run_at_ms=run_at, log_dirs=[str(d) for d in log_dirs], dry_run=bool(args.dry_run),
+    report = dict(job=JOB, run_id=run_id, run_at_ms=run_at, log_dirs=[filesystem.uri_for_display(d) for d in log_dirs], dry_run=bool(args.dry_run),
                   summary=dict(folders=folders, segments=segments, segment_bytes=seg_bytes or 0,
                                leftover_groups=kinds.get(LEFTOVER, (0, 0))[0], failed_folders=kinds.get(ERROR, (0, 0))[0],
                                duration_s=round(time.monotonic() - started, 3)),

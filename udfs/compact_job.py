@@ -31,6 +31,7 @@ import pyarrow as pa
 
 from kafkalog.cleaner.partition_run import CLEANED, ERROR, ROW_FIELDS, WOULD_CLEAN, run_partition
 from kafkalog.log.durable import fenced
+from kafkalog.log.filesystem import refuse_uris
 from kafkalog.log.lock import held_fences
 
 from udfs import delta_tables
@@ -204,6 +205,8 @@ def _explain_text(topic: str, partition: int, offset: int, rows: List[dict], ask
 
 def main(argv: Sequence[str], *, spark=None) -> int:
     args, configs, log_dirs, now, run_id, run_at, started = start_job(build_parser(), argv)
+    if not args.dry_run:
+        refuse_uris(log_dirs, "compact")
     topics = topics_option(args.topics)
     if topics is not None and not topics:
         raise UsageError("--topics names no topic")

@@ -22,8 +22,8 @@ from typing import Callable, NamedTuple, Optional, Sequence
 from kafkalog.log.durable import AS_CREATED, ownership_problem, replace_file
 from kafkalog.config import KafkaConfigs, load_configs
 from kafkalog.errors import ConfigError, KafkalogError, LogDirLockedError, UsageError
-from kafkalog.log.lock import is_locked
-from kafkalog.log.lock import describe_lock_holder, lock_log_dir
+from kafkalog.log import filesystem
+from kafkalog.log.lock import describe_lock_holder, is_locked, lock_log_dir
 from kafkalog.lookup.time_spec import parse_epoch_ms
 from kafkalog.tools.arguments import check_log_dir
 
@@ -139,8 +139,8 @@ def resolve_log_dirs(args, configs: Optional[KafkaConfigs] = None) -> list[Path]
     paths = []
     for d in dirs:
         check_log_dir(d)
-        path = Path(os.path.abspath(d))
-        if any(path.resolve() == p.resolve() for p in paths):
+        path = Path(d) if filesystem.is_uri(d) else Path(os.path.abspath(d))
+        if any(path == p if filesystem.is_uri(d) else path.resolve() == p.resolve() for p in paths):
             raise UsageError(f"log dir {d} is given twice")
         paths.append(path)
     return paths
@@ -219,6 +219,10 @@ def write_report(path: Optional[str], report: dict) -> None:
     if not path:
         return
     data = json.dumps(report, indent=2, sort_keys=False, default=_json_default).encode("utf-8") + b"\n"
+    if filesystem.is_uri(path):
+        filesystem.write_object(path, data)
+        progress(f"report written to {filesystem.uri_for_display(path)}")
+        return
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     replace_file(target, data, owner=AS_CREATED)      # a user's file, not a log dir's: no owner copied
@@ -232,10 +236,13 @@ def write_html(path: Optional[str], report: dict) -> None:
     from kafkalog.report_html import render_page
 
     data = render_page(report).encode("utf-8")
-    target = Path(path)
+    target = path if filesystem.is_uri(path) else Path(path)
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        replace_file(target, data, owner=AS_CREATED)   # a user's file, not a log dir's
+        if filesystem.is_uri(path):
+            filesystem.write_object(path, data)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            replace_file(target, data, owner=AS_CREATED)   # a user's file, not a log dir's
     except OSError as exc:
         raise KafkalogError(f"cannot write the HTML page: {exc.strerror or exc}", path=target,
                             hint="the job's work and its JSON report are not affected") from None

@@ -14,6 +14,7 @@ from kafkalog.catalog import catalog_rows, error_rows
 from kafkalog.log.local_log import load_partition, read_log_dir_checkpoints
 from kafkalog.log.durable import fenced
 from kafkalog.errors import KafkalogError, UsageError
+from kafkalog.log import filesystem
 from kafkalog.log.lock import held_fences
 from kafkalog.log.logdir import scan_partition_dir
 from kafkalog.log.names import REMOTE_INDEX_CACHE_DIR, parse_partition_dir_name
@@ -26,10 +27,9 @@ def list_partition_folders(log_dirs: Iterable[os.PathLike | str]) -> list[tuple[
     are not partitions are kept: the per-folder function reports them (a broker refuses such a dir)."""
     folders = []
     for log_dir in log_dirs:
-        with os.scandir(log_dir) as entries:
-            for entry in sorted(entries, key=lambda e: e.name):
-                if entry.is_dir(follow_symlinks=False) and entry.name != REMOTE_INDEX_CACHE_DIR:
-                    folders.append((os.fspath(log_dir), entry.path))
+        for entry in sorted(filesystem.scandir(log_dir), key=lambda e: e.name):
+            if entry.is_dir(follow_symlinks=False) and entry.name != REMOTE_INDEX_CACHE_DIR:
+                folders.append((os.fspath(log_dir), entry.path))
     return folders
 
 

@@ -20,6 +20,7 @@ from typing import Optional, Sequence
 import pyarrow as pa
 
 from kafkalog.errors import KafkalogError
+from kafkalog.log.filesystem import refuse_uris
 from kafkalog.log.names import parse_partition_dir_name
 from kafkalog.index.reindex import ERROR, REINDEX_SCHEMA, partition_error_row, reindex_partition
 
@@ -108,6 +109,8 @@ def _check_arguments(args) -> None:
 def main(argv: Sequence[str], *, spark=None) -> int:
     args, configs, log_dirs, _, run_id, run_at, started = start_job(build_parser(), argv, _check_arguments)
     modifying = not args.verify_only
+    if modifying:
+        refuse_uris(log_dirs, "reindex (without --verify-only)")
 
     note = "verifying only what is on disk now"
     with locked_log_dirs(log_dirs, modifying=modifying, read_only_note=note) as (usable, refused):

@@ -17,6 +17,7 @@ from typing import Optional, Sequence
 
 import pyarrow as pa
 
+from kafkalog.log.filesystem import refuse_uris
 from kafkalog.retention.deletion import run_tag
 from kafkalog.log.local_log import HW_MISSING_CHOICES, HW_MISSING_LOG_END, HW_MISSING_ZERO
 from kafkalog.retention.run import (ERROR, OUTCOME_SCHEMA, finish_log_dir, public_outcome, retain_partition,
@@ -116,6 +117,8 @@ def audit_rows(outcomes: list[dict], *, run_id: str, run_at: int, now: int, exec
 
 def main(argv: Sequence[str], *, spark=None) -> int:
     args, configs, log_dirs, now, run_id, run_at, started = start_job(build_parser(), argv)
+    if args.execute:
+        refuse_uris(log_dirs, "retention --execute")
     topics = topics_option(args.topics)
 
     note = "planning only — --execute will refuse it"

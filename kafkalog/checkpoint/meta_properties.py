@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Optional, Union
 
 from kafkalog.checkpoint.text import parse_java_int, parse_kafka_uuid
 from kafkalog.errors import CheckpointError
 from kafkalog.format.varint import INT32_MAX, INT32_MIN
 from kafkalog.properties import parse_properties
+from kafkalog.log import filesystem
 
 META_PROPERTIES_VERSIONS = (0, 1)
 
@@ -74,7 +74,7 @@ def parse_meta_properties(text: str, *, path: Optional[PathLike] = None) -> Meta
 def read_meta_properties(path: PathLike) -> Optional[MetaProperties]:
     """Read ``meta.properties`` (ISO-8859-1, as Properties.load(InputStream)); None when absent."""
     try:
-        data = Path(path).read_bytes()
+        data = filesystem.read_bytes(path)
     except FileNotFoundError:
         return None
     return parse_meta_properties(data.decode("latin-1"), path=path)

@@ -7,10 +7,10 @@ import base64
 import os
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Optional, Union
 
 from kafkalog.errors import CheckpointError
+from kafkalog.log import filesystem
 
 UUID_BYTES = 16
 UUID_TEXT_LENGTH = 22
@@ -86,7 +86,7 @@ def read_utf8(path: PathLike) -> Optional[str]:
     """The file's text, or None when it does not exist. Invalid UTF-8 is a CheckpointError (Kafka's
     reader throws MalformedInputException)."""
     try:
-        data = Path(path).read_bytes()
+        data = filesystem.read_bytes(path)
     except FileNotFoundError:
         return None
     try:

@@ -23,9 +23,9 @@ import numpy as np
 from kafkalog.errors import KafkalogError
 from kafkalog.format import control_record as cr
 from kafkalog.format import record_batch as rb
-from kafkalog.format.compression import OutputBuffer
 from kafkalog.format.decoder import decode_window, decompress_batches
-from kafkalog.format.file_records import HeaderArrays, MappedFile
+from kafkalog.format.file_records import HeaderArrays
+from kafkalog.log import filesystem
 from kafkalog.format.varint import read_varint, read_varlong
 from kafkalog.cleaner import key_map as km
 from kafkalog.cleaner.source_segments import start_position
@@ -70,7 +70,7 @@ def _windows(seg: SegmentHandle, from_position: int, max_batch_bytes: int) -> It
     n = len(h)
     i = int(np.searchsorted(h.position, from_position, side="left")) if n else 0
     out = thread_output_buffer("cleaner map pass")
-    with MappedFile(seg.log_path) as f:
+    with filesystem.open_view(seg.log_path) as f:
         buf = _readonly(f.array)
         while i < n:
             part = h.slice(i, min(n, i + WINDOW_BATCHES))

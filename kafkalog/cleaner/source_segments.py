@@ -10,7 +10,6 @@ recovery (or restore) first.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator, List, Optional
@@ -22,7 +21,7 @@ from kafkalog.format import control_record as cr
 from kafkalog.format import record_batch as rb
 from kafkalog.format.compression import OutputBuffer
 from kafkalog.format.decoder import decode_decompressed, decode_window, decompress_batches
-from kafkalog.format.file_records import HeaderArrays, MappedFile, resolve_engine, scan_batches
+from kafkalog.format.file_records import HeaderArrays, resolve_engine, scan_batches
 from kafkalog.format.records_reference import RecordRow
 from kafkalog.index.offset_index import read_offset_index
 from kafkalog.index.transaction_index import TransactionIndex, read_transaction_index
@@ -30,6 +29,7 @@ from kafkalog.log.logdir import SegmentFiles, scan_partition_dir
 from kafkalog.log.segment import FROM_BATCHES, FROM_TIMEINDEX, LogSegment, SegmentHandle, active_max_timestamp, index_file_bytes, largest_timestamp_of, rolled_max_timestamp
 from kafkalog.format.record_batch import NO_TIMESTAMP
 from kafkalog.topic_partition import UNKNOWN_PARTITION
+from kafkalog.log import filesystem
 
 READ_WINDOW_BATCHES = 512          # batches decoded per call of the record decoder
 READ_WINDOW_BYTES = 8 << 20        # ... and at most this many bytes of records per call
@@ -118,7 +118,7 @@ def load_segment(files: SegmentFiles, *, next_base_offset: Optional[int] = None)
     timestamp follows :mod:`kafkalog.log.segment`: the last ``.timeindex`` entry of a rolled segment
     (an unreadable one counts as none), the batches' running max for the active one, else the mtime."""
     log_path = Path(files.log)
-    st = os.stat(log_path)
+    st = filesystem.stat(log_path)
     mtime_ms = st.st_mtime_ns // 1_000_000
     scan = scan_batches(log_path, verify_crc=True, on_corrupt="raise")
     first_ts = int(scan.headers.maxTimestamp[0]) if len(scan.headers) else NO_TIMESTAMP
@@ -220,7 +220,7 @@ def read_windows(segment: SegmentHandle, *, max_batch_bytes: int, from_position:
     engine = resolve_engine(engine)
     pid = UNKNOWN_PARTITION
     out = OutputBuffer(1 << 20)       # the window's decompressed records, kept for the rewrite
-    with MappedFile(segment.log_path) as f:
+    with filesystem.open_view(segment.log_path) as f:
         buf = f.array
         i = first
         while i < stop:

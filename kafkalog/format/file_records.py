@@ -388,7 +388,8 @@ class MappedFile:
 
 def scan_batches(path, *, verify_crc: bool = True, on_corrupt: str = "raise", max_bytes: Optional[int] = None,
                  engine: str = "auto") -> ScanResult:
-    """Walk a .log file (or any record-set file) and return its batches as an Arrow table."""
-    with MappedFile(path) as f:
+    """Walk a .log file (or any record-set file, local or a URI) and return its batches as an Arrow table."""
+    from kafkalog.log.filesystem import open_view
+    with open_view(path) as f:
         return scan_buffer(f.array, path=path, verify_crc=verify_crc, on_corrupt=on_corrupt, max_bytes=max_bytes,
                            engine=engine)

@@ -15,6 +15,7 @@ import numpy as np
 
 from kafkalog.errors import CorruptIndexError, OffsetOverflowError
 from kafkalog.format.varint import INT32_MAX, INT32_MIN
+from kafkalog.log import filesystem
 
 #: What an index reader says when a file is not named ``<base offset>.<suffix>``.
 NAME_HINT = "pass base_offset= to read it anyway"
@@ -137,5 +138,4 @@ def check_int32(values: np.ndarray, what: str, entry_size: int, *, overflow: boo
 
 def read_index_file(path: os.PathLike | str) -> bytes:
     """The whole content of an index file."""
-    with open(path, "rb") as f:
-        return f.read()
+    return filesystem.read_bytes(path)

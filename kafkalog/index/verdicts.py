@@ -12,12 +12,13 @@ import numpy as np
 from kafkalog.errors import KafkalogError
 from kafkalog.format import control_record as cr
 from kafkalog.format.compression import DEFAULT_MAX_BATCH_BYTES
-from kafkalog.format.file_records import MappedFile, recovery_valid_bytes, scan_buffer
+from kafkalog.format.file_records import recovery_valid_bytes, scan_buffer
 from kafkalog.format.records_reference import decode_v2_batch
 from kafkalog.index.abstract_index import valid_prefix
 from kafkalog.index.offset_index import OffsetIndex
 from kafkalog.index.time_index import TimeIndex
 from kafkalog.index.transaction_index import TransactionIndex
+from kafkalog.log import filesystem
 
 IDENTICAL, VALID, MISSING, CORRUPT = "identical", "valid", "missing", "corrupt"
 CLASSES = (IDENTICAL, VALID, MISSING, CORRUPT)
@@ -124,7 +125,7 @@ class OpenedIndex:
 # --- reading the log -------------------------------------------------------------------------
 
 def read_log(log_path: Path) -> Tuple[Batches, LogTail]:
-    with MappedFile(log_path) as f:
+    with filesystem.open_view(log_path) as f:
         scan = scan_buffer(f.array, path=log_path, verify_crc=True, on_corrupt="stop")
         kafka_end = scan.valid_bytes if scan.error is None else recovery_valid_bytes(f.array, path=log_path)[0]
         t = scan.batches
@@ -157,7 +158,7 @@ def read_log(log_path: Path) -> Tuple[Batches, LogTail]:
 
 def read_slots(path: Path, dtype: np.dtype, entry_size: int, kind: str):
     """(raw bytes, slots array) or a corrupt verdict for a length that is not a multiple of the entry."""
-    data = path.read_bytes()
+    data = filesystem.read_bytes(path)
     if len(data) % entry_size:
         whole = len(data) // entry_size
         return data, None, IndexVerdict(
@@ -219,7 +220,7 @@ def open_index(path: Path, kind: str, dtype: np.dtype, second_field: str, *, exp
     """The opening the offset and time index verifiers share: a verdict when the file is missing
     (``missing`` says what a broker does then), has a partial entry, has data after an active
     segment's zero tail, or is byte-identical to the ``rebuilt`` file; else the entries to check."""
-    if not path.exists():
+    if not filesystem.exists(path):
         return IndexVerdict(kind, path, MISSING, missing, None, 0, expected)
     data, slots, bad = read_slots(path, dtype, dtype.itemsize, kind)
     if bad is not None:

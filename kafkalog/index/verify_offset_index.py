@@ -7,6 +7,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
+from kafkalog.log import filesystem
 from kafkalog.index.offset_index import OFFSET_ENTRY_DTYPE, OFFSET_ENTRY_SIZE, OffsetIndex
 from kafkalog.index.verdicts import (CORRUPT, OFFSET_INDEX, VALID, Batches, IndexVerdict, LogTail, first_violation,
                                      open_index)
@@ -107,7 +108,7 @@ def offset_index_interval(verdict: IndexVerdict, path: Path, base: int, b: Batch
     and consistent with one interval; used to explain the time index."""
     if verdict.status != VALID or b.n == 0:
         return None
-    slots = np.frombuffer(path.read_bytes(), dtype=OFFSET_ENTRY_DTYPE)
+    slots = np.frombuffer(filesystem.read_bytes(path), dtype=OFFSET_ENTRY_DTYPE)
     pos = slots["position"].astype(np.int64)[:verdict.entries]
     offsets = slots["relative_offset"].astype(np.int64)[:verdict.entries] + base
     j = np.searchsorted(b.position, pos)

@@ -14,6 +14,7 @@ from kafkalog.index.builder import replay_transactions
 from kafkalog.index.transaction_index import TXN_ENTRY_SIZE, TransactionIndex, parse_transaction_index
 from kafkalog.index.verdicts import CORRUPT, IDENTICAL, MISSING, TXN_INDEX, VALID, Batches, IndexVerdict
 from kafkalog.log.names import format_segment_file_name
+from kafkalog.log import filesystem
 
 
 def _txn_columns(b: Batches, stop: Optional[int] = None) -> dict:
@@ -31,10 +32,10 @@ def rebuild_txn_index(base: int, b: Batches, folder: Path, open_txns, known: boo
         aborted, open_after = (), dict(start)
     kept: set = set()
     path = folder / format_segment_file_name(base, TXN_INDEX)
-    if not known and path.exists():
+    if not known and filesystem.exists(path):
         # Entries for markers whose transaction began before the known state: keep them.
         try:
-            existing = parse_transaction_index(path.read_bytes(), base, path=path)
+            existing = parse_transaction_index(filesystem.read_bytes(path), base, path=path)
         except KafkalogError:
             existing = None
         if existing is not None:
@@ -63,13 +64,13 @@ def _marker_index(b: Batches, producer_id: int, offset: int) -> Optional[int]:
 def verify_txn_index(path: Path, base: int, b: Batches, rebuilt: TransactionIndex, known: bool,
                       kept: set) -> Optional[IndexVerdict]:
     expected = len(rebuilt)
-    if not path.exists():
+    if not filesystem.exists(path):
         if expected == 0:
             return None
         return IndexVerdict(TXN_INDEX, path, MISSING,
                             f"no .txnindex although {expected} aborted transaction(s) end in this segment: "
                             "read_committed consumers would get their records", None, 0, expected)
-    data = path.read_bytes()
+    data = filesystem.read_bytes(path)
     if data == rebuilt.to_bytes():
         note = f" ({len(kept)} entries kept for transactions that began before the known producer state)" if kept else ""
         return IndexVerdict(TXN_INDEX, path, IDENTICAL, "byte-identical to Kafka's recovery rebuild" + note,

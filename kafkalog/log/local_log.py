@@ -34,6 +34,7 @@ from kafkalog.log.names import LIVE
 from kafkalog.log.segment import FROM_BATCHES, FROM_MTIME, FROM_TIMEINDEX, LogSegment, SegmentHandle, active_max_timestamp, index_file_bytes, largest_timestamp_of, rolled_max_timestamp
 from kafkalog.format.record_batch import NO_TIMESTAMP
 from kafkalog.topic_partition import TopicPartition
+from kafkalog.log import filesystem
 
 # What to assume when replication-offset-checkpoint has no entry for the partition.
 HW_MISSING_ZERO = "zero"             # a broker: HW 0, clamped to the log start offset (deletes ~nothing)
@@ -168,7 +169,7 @@ def load_partition(partition_dir: PartitionDir, checkpoints: LogDirCheckpoints) 
     segments = partition_dir.segments
     log_end_offset = segments[-1].base_offset if segments else 0
     for i, seg in enumerate(segments):
-        stat = os.stat(seg.log)
+        stat = filesystem.stat(seg.log)
         mtime_ms = stat.st_mtime_ns // 1_000_000
         active = i == len(segments) - 1
         first_ts = NO_TIMESTAMP

@@ -24,6 +24,7 @@ from typing import Iterator, Optional, Union
 
 from kafkalog.errors import LogDirLockedError
 from kafkalog.log.names import LOCK_FILE
+from kafkalog.log import filesystem
 
 try:
     import fcntl
@@ -221,6 +222,8 @@ def is_locked(log_dir: PathLike) -> bool:
     An absent ``.lock`` is not locked and is not created. Raises OSError when it cannot tell."""
     if fcntl is None:  # pragma: no cover
         raise OSError(errno.ENOTSUP, "record locks are not available on this platform", os.fspath(log_dir))
+    if filesystem.is_uri(log_dir):       # no broker runs on an object store; nothing there can be locked
+        return False
     if _USE_GETLK:
         return lock_holder(log_dir) is not None
     lock_path = Path(log_dir) / LOCK_FILE
@@ -283,7 +286,7 @@ def lock_log_dir(log_dir: PathLike) -> Iterator[Path]:
 
 def require_dir(path: Path) -> None:
     """FileNotFoundError / NotADirectoryError unless ``path`` is an existing log dir folder."""
-    if not path.exists():
-        raise FileNotFoundError(errno.ENOENT, "log dir does not exist", os.fspath(path))
-    if not path.is_dir():
+    if not filesystem.exists(path):
+        raise FileNotFoundError(errno.ENOENT, "log dir does not exist", filesystem.uri_for_display(path))
+    if not filesystem.isdir(path):
         raise NotADirectoryError(errno.ENOTDIR, "log dir is not a directory", os.fspath(path))

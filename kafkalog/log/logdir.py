@@ -16,6 +16,7 @@ from kafkalog.checkpoint.meta_properties import MetaProperties, read_meta_proper
 from kafkalog.checkpoint.offset import read_offset_checkpoint
 from kafkalog.checkpoint.partition_metadata import read_partition_metadata
 from kafkalog.errors import InvalidFileNameError, KafkalogError
+from kafkalog.log import filesystem
 from kafkalog.log.lock import is_locked, require_dir
 from kafkalog.log.names import (BOOTSTRAP_CHECKPOINT, CLEAN_SHUTDOWN_FILE, FUTURE, INDEX_SUFFIX, INDEX_SUFFIXES,
                                 KRAFT_SNAPSHOT, LEADER_EPOCH_CHECKPOINT, LIVE, LOCK_FILE, LOG_SUFFIX, META_PROPERTIES,
@@ -88,8 +89,7 @@ class LogDir:
 # --- scanning --------------------------------------------------------------------------------
 
 def _sorted_entries(path: Path) -> list[os.DirEntry]:
-    with os.scandir(path) as entries:
-        return sorted(entries, key=lambda entry: entry.name)
+    return sorted(filesystem.scandir(path), key=lambda entry: entry.name)
 
 
 def _is_dir(entry: os.DirEntry) -> bool:
@@ -165,13 +165,18 @@ def scan_log_dir(path: PathLike) -> LogDir:
     path = Path(path)
     require_dir(path)
     result = LogDir(path=path)
-    for entry in _sorted_entries(path):
+    entries = _sorted_entries(path)
+    ahead = filesystem.in_parallel(           # remote folders are listed at once; local ones as walked
+        lambda file: scan_partition_dir(file, log_dir=path),
+        [Path(e.path) for e in entries if e.name != REMOTE_INDEX_CACHE_DIR and _is_dir(e)]) \
+        if filesystem.is_uri(path) else {}
+    for entry in entries:
         name, file = entry.name, Path(entry.path)
         if _is_dir(entry):
             if name == REMOTE_INDEX_CACHE_DIR:
                 continue
             try:
-                partition_dir = scan_partition_dir(file, log_dir=path)
+                partition_dir = ahead[file].result() if file in ahead else scan_partition_dir(file, log_dir=path)
             except InvalidFileNameError as exc:
                 result.problems.append(f"{file}: {exc.message}; a broker refuses a log dir holding it")
                 continue
@@ -215,7 +220,7 @@ def scan_log_dirs(paths: Iterable[PathLike]) -> list[LogDir]:
     paths = [Path(p) for p in paths]
     seen: dict[Path, Path] = {}
     for path in paths:
-        resolved = path.resolve()
+        resolved = path if filesystem.is_uri(path) else path.resolve()
         if resolved in seen:
             raise ValueError(f"log dir {path} is given twice (also as {seen[resolved]})")
         seen[resolved] = path

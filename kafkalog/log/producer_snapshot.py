@@ -27,6 +27,7 @@ import crc32c
 
 from kafkalog.log.durable import replace_file
 from kafkalog.errors import CheckpointError, InvalidFileNameError
+from kafkalog.log import filesystem
 from kafkalog.log.names import SNAPSHOT_SUFFIX, format_segment_file_name, parse_segment_file_name
 
 SNAPSHOT_VERSION = 1
@@ -129,7 +130,7 @@ def read_producer_snapshot(path: PathLike, *, offset: Optional[int] = None) -> P
             raise InvalidFileNameError(f"{path.name!r} is a .{parsed.suffix} file, not a producer snapshot",
                                        path=path)
         offset = parsed.base_offset
-    return parse_producer_snapshot(path.read_bytes(), offset, path=path)
+    return parse_producer_snapshot(filesystem.read_bytes(path), offset, path=path)
 
 
 def write_producer_snapshot(partition_dir: PathLike, snapshot: ProducerSnapshot, *, sync: bool = True) -> Path:

@@ -15,6 +15,7 @@ from typing import Deque, Iterator, List, Optional, Sequence
 import numpy as np
 import pyarrow as pa
 
+from kafkalog.log import filesystem
 from kafkalog.log.durable import replace_file
 from kafkalog.errors import InvalidFileNameError, KafkalogError, OutOfMemoryError
 from kafkalog.format import compression as codecs, decoder, legacy_record as legacy, record_batch as rb
@@ -24,7 +25,7 @@ from kafkalog.format import batch_slices
 from kafkalog.format.batch_slices import BatchSlices, needs_slicing
 from kafkalog.format.decoder import decode_window
 from kafkalog.topic_partition import UNKNOWN_PARTITION, TopicPartition
-from kafkalog.format.file_records import (OK_END, OK_WINDOW, HeaderArrays, MappedFile, check_crcs, crc_error,
+from kafkalog.format.file_records import (OK_END, OK_WINDOW, HeaderArrays, check_crcs, crc_error,
                                           resolve_engine, scan_buffer, scan_window, walk_error)
 from kafkalog.format.schema import RECORD_SCHEMA
 
@@ -66,7 +67,7 @@ class ReadOptions:
 def partition_of(path) -> TopicPartition:
     """Topic and partition from the folder a file sits in (``orders-3``); None outside one."""
     from kafkalog.log.names import parse_partition_dir_name
-    folder = Path(path).resolve().parent.name
+    folder = (Path(path) if filesystem.is_uri(path) else Path(path).resolve()).parent.name
     try:
         topic, partition, _kind = parse_partition_dir_name(folder)
     except InvalidFileNameError:
@@ -135,7 +136,7 @@ class SegmentReader:
         opts = self.options
         engine = resolve_engine(opts.engine)
         threads = self._threads(engine)
-        with MappedFile(self.path) as f, ThreadPoolExecutor(max_workers=threads) as pool:
+        with filesystem.open_view(self.path, self.start, self.end) as f, ThreadPoolExecutor(max_workers=threads) as pool:
             buf = f.array
             pending: Deque[Future] = deque()
             for h, walk_problem in self._windows(buf, engine, threads):

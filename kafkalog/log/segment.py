@@ -33,6 +33,7 @@ from kafkalog.index.time_index import TimeIndex, read_time_index
 from kafkalog.index.transaction_index import TransactionIndex
 from kafkalog.log.logdir import SegmentFiles
 from kafkalog.format.record_batch import NO_TIMESTAMP
+from kafkalog.log import filesystem
 
 FROM_TIMEINDEX, FROM_BATCHES, FROM_MTIME = "timeindex", "batches", "mtime"
 
@@ -68,7 +69,7 @@ class SegmentHandle:
 
     segment: LogSegment
     mtime_ns: int = 0
-    fd: Optional[int] = None                             # the .log opened for os.pread (``open``)
+    fd: Optional[filesystem.RangeFile] = None          # the .log opened for positional reads (``open``): os.pread, or ranged GETs
     offset_index: Optional[OffsetIndex] = None
     time_index: Optional[TimeIndex] = None
     time_index_from_file: bool = False                   # False: missing (taken as empty) or rebuilt
@@ -102,15 +103,15 @@ class SegmentHandle:
     def index_path(self) -> Optional[Path]:
         return self.segment.files.index
 
-    def open(self) -> int:
-        """The .log's file descriptor (opened once)."""
+    def open(self) -> filesystem.RangeFile:
+        """The .log opened for reads at positions (opened once)."""
         if self.fd is None:
-            self.fd = os.open(self.segment.files.log, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            self.fd = filesystem.RangeFile(self.segment.files.log)
         return self.fd
 
     def close(self) -> None:
         if self.fd is not None:
-            os.close(self.fd)
+            self.fd.close()
             self.fd = None
 
     def scan(self) -> ScanResult:
@@ -157,7 +158,7 @@ def rolled_max_timestamp(files: SegmentFiles) -> int:
 def index_file_bytes(path: Optional[os.PathLike]) -> int:
     """An index file's length, which is how Kafka counts its entries (0 when it is missing)."""
     try:
-        return os.stat(path).st_size if path is not None else 0
+        return filesystem.stat(path).st_size if path is not None else 0
     except FileNotFoundError:
         return 0
 

@@ -61,6 +61,7 @@ from kafkalog.format.file_records import HeaderArrays, check_crcs, crc_error, re
 from kafkalog.index.builder import DEFAULT_INDEX_INTERVAL_BYTES, build_indexes
 from kafkalog.index.offset_index import OffsetIndex, empty_offset_index, read_offset_index
 from kafkalog.index.time_index import TimeIndex, empty_time_index, read_time_index
+from kafkalog.log import filesystem
 from kafkalog.log.local_log import high_watermark, log_start_offset, read_log_dir_checkpoints
 from kafkalog.log.logdir import scan_partition_dir
 from kafkalog.log.segment import LogSegment, SegmentHandle, largest_timestamp, running_max
@@ -80,8 +81,9 @@ PathLike = Union[str, os.PathLike]
 
 class PartitionLog:
     """One partition folder opened for lookups. Index files are read once, when a segment is
-    first needed, and kept; ``.log`` files are read with os.pread, only the byte ranges walked.
-    Not thread-safe; cheap to open (lists the folder, reads the checkpoints)."""
+    first needed, and kept; ``.log`` files are read at positions (os.pread, or ranged GETs for a
+    URI), only the byte ranges walked. Not thread-safe; cheap to open (lists the folder, reads the
+    checkpoints)."""
 
     def __init__(self, path: PathLike, *, log_dir: Optional[PathLike] = None,
                  topic_partition: Optional[TopicPartition] = None, engine: str = "auto",
@@ -96,7 +98,7 @@ class PartitionLog:
         self._segments: List[SegmentHandle] = []
         found = listing.segments
         for i, files in enumerate(found):
-            st = os.stat(files.log)
+            st = filesystem.stat(files.log)
             # mtime in ms, truncated, as Java's File.lastModified(); the largest timestamp is not read
             # here but when a query needs it (_max_so_far: two .timeindex slots, or the active tail)
             segment = LogSegment(files.base_offset, st.st_size, mtime_ms=st.st_mtime_ns // 1_000_000, files=files,

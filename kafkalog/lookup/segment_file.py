@@ -1,10 +1,9 @@
 """How lookups read a segment's files: the ``.log`` of a :class:`~kafkalog.log.segment.SegmentHandle`
-with os.pread in windows that start small and double, so a lookup reads only the few index intervals it
-walks, and the last ``.timeindex`` entry from two slots (:class:`~kafkalog.lookup.partition_log.PartitionLog`
-decides what to read)."""
+at positions (os.pread locally, ranged GETs on an object store) in windows that start small and double,
+so a lookup reads only the few index intervals it walks, and the last ``.timeindex`` entry from two
+slots (:class:`~kafkalog.lookup.partition_log.PartitionLog` decides what to read)."""
 from __future__ import annotations
 
-import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,11 +12,12 @@ from typing import Iterator, Optional, Tuple
 import numpy as np
 
 from kafkalog.errors import KafkalogError
-from kafkalog.format.file_records import (ERR_TRUNCATED, OK_END, OK_WINDOW, HeaderArrays, MappedFile, scan_window,
+from kafkalog.format.file_records import (ERR_TRUNCATED, OK_END, OK_WINDOW, HeaderArrays, scan_window,
                                           scan_buffer, walk_error)
 from kafkalog.index.time_index import TIME_ENTRY_SIZE
 from kafkalog.log.segment import SegmentHandle
 from kafkalog.format.record_batch import LENGTH_OFFSET, LOG_OVERHEAD
+from kafkalog.log import filesystem
 
 # --- constants ------------------------------------------------------------------------------
 
@@ -46,17 +46,14 @@ def read_last_time_slot(path: Path, base_offset: int) -> Optional[Tuple[int, int
     reads the last slot), or None when the file needs a full parse: zero padding, a size that is
     not a multiple of 12, or what Kafka's sanity check calls corrupt (last timestamp below the
     first, an offset below the base)."""
-    size = os.stat(path).st_size
-    if size == 0:
-        return (-1, base_offset)
-    if size % TIME_ENTRY_SIZE:
-        return None
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        first = TIME_SLOT.unpack(os.pread(fd, TIME_ENTRY_SIZE, 0))
-        ts, rel = TIME_SLOT.unpack(os.pread(fd, TIME_ENTRY_SIZE, size - TIME_ENTRY_SIZE))
-    finally:
-        os.close(fd)
+    with filesystem.RangeFile(path) as f:
+        size = f.size
+        if size == 0:
+            return (-1, base_offset)
+        if size % TIME_ENTRY_SIZE:
+            return None
+        first = TIME_SLOT.unpack(f.read_at(0, TIME_ENTRY_SIZE))
+        ts, rel = TIME_SLOT.unpack(f.read_at(size - TIME_ENTRY_SIZE, TIME_ENTRY_SIZE))
     if rel < 0 or ts < 0 or (rel == 0 and (ts == 0 or size > TIME_ENTRY_SIZE)) or ts < first[0] or first[1] < 0:
         return None                                     # padding or damage: parse (and check) it all
     return ts, base_offset + rel
@@ -71,14 +68,14 @@ def at_file_position(error: KafkalogError, base: int) -> KafkalogError:
 
 
 def pread(seg: SegmentHandle, position: int, size: int) -> np.ndarray:
-    return np.frombuffer(os.pread(seg.fd, size, position), dtype=np.uint8)
+    return np.frombuffer(seg.fd.read_at(position, size), dtype=np.uint8)
 
 
 def walk(seg: SegmentHandle, start: int, end: int, engine: str, *, tolerate: bool = False) -> Iterator[Window]:
     """The batches of ``seg``'s .log from byte ``start`` (a batch boundary) to ``end``, read with
-    os.pread in windows that start at FIRST_WINDOW_BYTES and double: only the bytes walked are
-    read. Invalid bytes raise the walk's CorruptRecordError, or end the walk quietly with
-    ``tolerate``."""
+    positional reads (``filesystem.RangeFile``) in windows that start at FIRST_WINDOW_BYTES and
+    double: only the bytes walked are read. Invalid bytes raise the walk's CorruptRecordError, or end
+    the walk quietly with ``tolerate``."""
     pos, window = start, FIRST_WINDOW_BYTES
     while pos < end:
         want = min(window, end - pos)
@@ -104,7 +101,7 @@ def scan_to_end(seg: SegmentHandle, start: int, engine: str) -> Tuple[HeaderArra
     """All batch headers from ``start`` to the end of the .log (file positions), where the valid
     bytes end, and the first problem (the walk stops there, as Kafka's recovery does). A short
     tail is read with pread; a long one (a rebuild) through a memory map."""
-    size = os.fstat(seg.fd).st_size
+    size = seg.fd.size
     if size - start <= MAX_PREAD_SCAN_BYTES:
         scan = scan_buffer(pread(seg, start, size - start), path=seg.files.log, verify_crc=False,
                            on_corrupt="stop", engine=engine)
@@ -112,7 +109,7 @@ def scan_to_end(seg: SegmentHandle, start: int, engine: str) -> Tuple[HeaderArra
         h.position += start
         error = None if scan.error is None else at_file_position(scan.error, start)
         return h, start + scan.valid_bytes, error
-    with MappedFile(seg.files.log) as f:
+    with filesystem.open_view(seg.files.log, start) as f:
         scan = scan_buffer(f.array, path=seg.files.log, start=start, verify_crc=False, on_corrupt="stop",
                            engine=engine)
         return scan.headers, scan.valid_bytes, scan.error

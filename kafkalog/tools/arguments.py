@@ -11,6 +11,7 @@ import re
 from typing import List
 
 from kafkalog.errors import KafkalogError, UsageError
+from kafkalog.log import filesystem
 
 
 # --- argument types ---------------------------------------------------------------------------
@@ -57,13 +58,13 @@ def check_log_dir(log_dir: str) -> None:
     from kafkalog.log.names import parse_partition_dir_name
 
     hint = "pass the broker's log.dirs, the folders that hold <topic>-<partition> folders"
-    if not os.path.exists(log_dir):
+    if not filesystem.exists(log_dir):
         raise UsageError("log dir does not exist", path=log_dir, hint=hint)
-    if not os.path.isdir(log_dir):
+    if not filesystem.isdir(log_dir):
         raise UsageError("log dir is a file, not a folder", path=log_dir, hint=hint)
     try:
         parse_partition_dir_name(os.path.basename(os.path.normpath(log_dir)))
-        names = os.listdir(log_dir)
+        names = filesystem.listdir(log_dir)
     except (KafkalogError, OSError):
         return
     # a log dir may be named like a partition folder (/data/kafka-1): only one holding segments is one

@@ -19,6 +19,7 @@ from typing import Callable, List, Optional, Sequence
 
 from kafkalog import __version__
 from kafkalog.errors import KafkalogError, OffsetOutOfRangeError, UsageError
+from kafkalog.log import filesystem
 from kafkalog.tools.arguments import check_log_dir, file_list, non_negative_int, positive_int, topic_name
 
 PROG = "kafkalog"
@@ -87,10 +88,10 @@ def _check_dump_files(files: Sequence[str]) -> None:
     from kafkalog.tools.dump.file_names import dumps_file_kind
 
     for path in files:
-        if not os.path.exists(path):
+        if not filesystem.exists(path):
             raise UsageError("no such file", path=path, hint="check the path; --files takes segment and index files "
                                                              "such as <topic>-<partition>/00000000000000000000.log")
-        if os.path.isdir(path):
+        if filesystem.isdir(path):
             example = os.path.join(path, "00000000000000000000.log")
             raise UsageError("is a folder, not a file", path=path, hint=f"name the files inside it, e.g. --files {example}")
     if not any(dumps_file_kind(path) for path in files):
@@ -197,7 +198,8 @@ def _find_partition_dirs(log_dirs: Sequence[str], topic: str, partitions: Option
     for log_dir in log_dirs:
         check_log_dir(log_dir)
         try:
-            names = sorted(os.listdir(log_dir))
+            entries = {entry.name: entry for entry in filesystem.scandir(log_dir)}
+            names = sorted(entries)
         except OSError as e:
             raise UsageError(f"cannot list the log dir ({e.strerror or e})", path=log_dir) from None
         for name in names:
@@ -205,7 +207,7 @@ def _find_partition_dirs(log_dirs: Sequence[str], topic: str, partitions: Option
                 t, partition, kind = parse_partition_dir_name(name)
             except KafkalogError:
                 continue
-            if kind != LIVE or not os.path.isdir(os.path.join(log_dir, name)):
+            if kind != LIVE or not entries[name].is_dir():
                 continue
             topics.add(t)
             if t != topic:
@@ -407,6 +409,7 @@ def _add_recover(subparsers) -> None:
 def _run_recover(args) -> int:
     from kafkalog.log.recover import recover_log_dirs
 
+    filesystem.refuse_uris(args.log_dirs, "recover")
     for log_dir in args.log_dirs:
         check_log_dir(log_dir)
     try:

@@ -7,6 +7,7 @@ from typing import Optional
 
 from kafkalog.errors import InvalidFileNameError
 from kafkalog.log.names import offset_from_file_name
+from kafkalog.log import filesystem
 
 RECORD_SUFFIXES = (".log", ".bin", ".checkpoint")
 OTHER_SUFFIXES = (".index", ".timeindex", ".txnindex", ".snapshot")    # dumped by their own readers
@@ -31,7 +32,7 @@ def beside(path: str, suffix: str) -> str:
 
 def absolute_path(path: str) -> str:
     """java.io.File.getAbsolutePath: joined to the working directory, not normalised."""
-    return path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
+    return path if os.path.isabs(path) or filesystem.is_uri(path) else os.path.join(os.getcwd(), path)
 
 
 def base_offset_or_raise(path: str, suffix: str) -> int:

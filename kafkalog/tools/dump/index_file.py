@@ -1,14 +1,12 @@
 """What the index dumpers share: an index file read as Kafka counts it, the .log beside it, the sanity check."""
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kafkalog.errors import CorruptIndexError, KafkalogError
-from kafkalog.format.file_records import MappedFile
 from kafkalog.tools.dump.file_names import base_offset_or_raise, beside
 from kafkalog.tools.dump.output import FileSummary, Line
+from kafkalog.log import filesystem
 
 if TYPE_CHECKING:
     from kafkalog.tools.dump.dumper import Dumper
@@ -18,8 +16,8 @@ def open_log_for_index(run: "Dumper", path: str, s: FileSummary):
     """The .log beside an index (Kafka: <abs dir>/<name before first dot>.log), or None with a
     warning (an error with --verify-index-only)."""
     log_path = beside(path, ".log")
-    if os.path.isfile(log_path):
-        return MappedFile(log_path), None
+    if filesystem.isfile(log_path):
+        return filesystem.open_view(log_path), None
     if run.options.verify_index_only:
         raise KafkalogError(f"cannot verify the index: its log {log_path} does not exist", path=path)
     return None, run.warning(f"{log_path} not found; the entries of {path} are not checked against it")
@@ -30,7 +28,7 @@ def load_index(path: str, s: FileSummary, suffix: str, entry_size: int, parse, k
     size is not a multiple of the entry size, the error to report."""
     base = base_offset_or_raise(path, suffix)
     s.base_offset = base
-    data = Path(path).read_bytes()
+    data = filesystem.read_bytes(path)
     whole = len(data) - len(data) % entry_size
     s.valid_bytes, s.invalid_bytes = whole, len(data) - whole
     index = parse(data[:whole], base, path=path, stop_at_zero_slot=False)

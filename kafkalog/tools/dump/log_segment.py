@@ -9,7 +9,6 @@ from kafkalog.coordinator.record import decode_record, kafka_dump_text, record_j
 from kafkalog.errors import CrcMismatchError, InvalidFileNameError, InvalidRecordError, KafkalogError, UnknownCodecError
 from kafkalog.format import record_batch as rb
 from kafkalog.format.compression import CODEC_NAMES
-from kafkalog.format.file_records import MappedFile
 from kafkalog.tools.dump.batch_walk import (BatchView, RecordView, decode_records, legacy_first_offset, read_batch,
                                             tail_error, walk_batches)
 from kafkalog.tools.dump.control_records import control_record_info
@@ -18,6 +17,7 @@ from kafkalog.tools.dump.options import coordinator_record_types
 from kafkalog.tools.dump.output import (NO_HINT, STDERR, FileSummary, Line, b64, drop_generic_hint, java_bool,
                                         optional_long, string_decoder, utf8_or_none)
 from kafkalog.log.names import offset_from_file_name
+from kafkalog.log import filesystem
 
 if TYPE_CHECKING:
     from kafkalog.tools.dump.dumper import Dumper
@@ -79,7 +79,7 @@ def dump_record_file(run: "Dumper", path: str, s: FileSummary) -> Iterator[Line]
                     f"{name!r} is not a KRaft snapshot name (<20-digit end offset>-<10-digit epoch>.checkpoint)",
                     path=path, hint=NO_HINT)
             header = f"Snapshot end offset: {int(m.group(1))}, epoch: {int(m.group(2))}"
-    with MappedFile(path) as f:
+    with filesystem.open_view(path, 0, o.max_bytes) as f:
         mv = memoryview(f.array)
         try:
             end = len(mv) if o.max_bytes is None else min(len(mv), o.max_bytes)

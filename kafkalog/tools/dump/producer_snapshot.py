@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
 from kafkalog.errors import CheckpointError
@@ -10,6 +9,7 @@ from kafkalog.format.varint import INT32_MAX
 from kafkalog.log.producer_snapshot import parse_producer_snapshot
 from kafkalog.tools.dump.output import FileSummary, Line, optional_long
 from kafkalog.log.names import offset_from_file_name
+from kafkalog.log import filesystem
 
 if TYPE_CHECKING:
     from kafkalog.tools.dump.dumper import Dumper
@@ -25,7 +25,7 @@ def decrement_sequence(sequence: int, decrement: int) -> int:
 
 def dump_producer_snapshot(run: "Dumper", path: str, s: FileSummary) -> Iterator[Line]:
 
-    data = Path(path).read_bytes()
+    data = filesystem.read_bytes(path)
     offset = offset_from_file_name(os.path.basename(path))
     s.base_offset = offset
     try:

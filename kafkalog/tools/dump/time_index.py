@@ -1,8 +1,6 @@
 """Dumping a time index (.timeindex): its entries and Kafka's three checks against the .log."""
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, List, Tuple
 
 from kafkalog.errors import CorruptIndexError, KafkalogError
@@ -15,6 +13,7 @@ from kafkalog.tools.dump.index_file import load_index, open_log_for_index, sanit
 from kafkalog.index.offset_index import OFFSET_ENTRY_SIZE
 from kafkalog.tools.dump.output import NO_HINT, FileSummary, Line
 from kafkalog.index.time_index import TIME_ENTRY_SIZE
+from kafkalog.log import filesystem
 
 if TYPE_CHECKING:
     from kafkalog.tools.dump.dumper import Dumper
@@ -33,8 +32,8 @@ def dump_time_index(run: "Dumper", path: str, s: FileSummary) -> Iterator[Line]:
         yield warning
     offset_index = None
     index_path = beside(path, ".index")
-    if log is not None and os.path.isfile(index_path):
-        raw = Path(index_path).read_bytes()
+    if log is not None and filesystem.isfile(index_path):
+        raw = filesystem.read_bytes(index_path)
         try:
             offset_index = parse_offset_index(raw[:len(raw) - len(raw) % OFFSET_ENTRY_SIZE], base)
         except KafkalogError:

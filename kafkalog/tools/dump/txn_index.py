@@ -1,7 +1,6 @@
 """Dumping a transaction index (.txnindex): one line per aborted transaction."""
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
 from kafkalog.errors import CorruptIndexError
@@ -9,6 +8,7 @@ from kafkalog.index.transaction_index import parse_transaction_index
 from kafkalog.tools.dump.file_names import base_offset_or_raise
 from kafkalog.tools.dump.output import NO_HINT, FileSummary, Line
 from kafkalog.index.transaction_index import TXN_ENTRY_SIZE
+from kafkalog.log import filesystem
 
 if TYPE_CHECKING:
     from kafkalog.tools.dump.dumper import Dumper
@@ -19,7 +19,7 @@ def dump_txn_index(run: "Dumper", path: str, s: FileSummary) -> Iterator[Line]:
 
     base = base_offset_or_raise(path, ".txnindex")
     s.base_offset = base
-    data = Path(path).read_bytes()
+    data = filesystem.read_bytes(path)
     whole = len(data) - len(data) % TXN_ENTRY_SIZE
     s.valid_bytes, s.invalid_bytes = whole, len(data) - whole
     index = parse_transaction_index(data, base, path=path)
