@@ -104,6 +104,9 @@ class RepeatedColumns:
         if have is None or len(have) < n:
             grown = make(max(n, 2 * len(have) if have is not None else n, 1024))
             with self._lock:
+                current = self._arrays.get(key)
+                if current is not None and len(current) >= n:
+                    return current      # another decode thread made it meanwhile: share that one
                 if self._bytes + nbytes(grown) > self.KEEP_BYTES:
                     self._arrays.clear()
                     self._bytes = 0
@@ -112,6 +115,12 @@ class RepeatedColumns:
                 self._arrays[key] = grown
             have = grown
         return have
+
+    def clear(self) -> None:
+        """Start over (what happens by itself past KEEP_BYTES); arrays in use stay with their tables."""
+        with self._lock:
+            self._arrays.clear()
+            self._bytes = 0
 
     def get(self, key, n: int, make) -> np.ndarray:
         """The first n items of a read-only numpy array made by ``make(length)``."""

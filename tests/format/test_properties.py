@@ -11,6 +11,7 @@ from kafkalog.log import records_io as segment
 from kafkalog.errors import KafkalogError
 from kafkalog.format import record_batch as rb
 from kafkalog.format import records_accel as acc
+from kafkalog.format.record_columns import REPEATS
 from kafkalog.format.varint import read_varint, read_varlong, write_varint, write_varlong
 
 import numpy as np
@@ -186,6 +187,25 @@ def test_batch_columns_constant_or_varying_within_a_window(tmp_path_factory, bat
     b.validate(full=True)
 
 
+def test_repeated_columns_made_by_racing_threads_are_one_array():
+    """Decode threads that ask for the same constant column at once share the one array that was
+    stored, not each its own (the column cache made each, then kept the last)."""
+    import threading
+    REPEATS.clear()
+    start, addresses = threading.Barrier(8), []
+
+    def ask():
+        start.wait()
+        column = REPEATS.column(("int32", 4242), 100, lambda m: pa.array(np.full(m, 4242, np.int32)))
+        addresses.append(column.buffers()[1].address)
+    threads = [threading.Thread(target=ask) for _ in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert len(addresses) == 8 and len(set(addresses)) == 1
+
+
 def test_constant_batch_columns_share_one_buffer_across_windows(tmp_path):
     d = tmp_path / "shared-1"
     d.mkdir()
@@ -193,6 +213,7 @@ def test_constant_batch_columns_share_one_buffer_across_windows(tmp_path):
     log = d / "00000000000000000000.log"
     log.write_bytes(b"".join(rb.encode_batch(recs[i:i + 20], partition_leader_epoch=5, codec=3)
                              for i in range(0, 400, 20)))
+    REPEATS.clear()      # from empty, so that the decode threads race to make each array
     t = segment.read_segment(log, engine="accel", window_bytes=2048)
     assert t.column("magic").num_chunks > 2
     for name in ("magic", "codec", "producerId", "partitionLeaderEpoch", "timestampType", "deleteHorizonMs"):
