@@ -21,7 +21,6 @@ from pathlib import Path
 
 import pytest
 
-from kafkalog import checkpoint
 from kafkalog.log.local_log import read_log_dir_checkpoints
 from kafkalog.config import configs_from_mappings
 from kafkalog.log.durable import WATCHDOG_INTERVAL_S

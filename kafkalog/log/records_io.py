@@ -18,7 +18,7 @@ import pyarrow as pa
 from kafkalog.log import filesystem
 from kafkalog.log.durable import replace_file
 from kafkalog.errors import InvalidFileNameError, KafkalogError, OutOfMemoryError
-from kafkalog.format import compression as codecs, decoder, legacy_record as legacy, record_batch as rb
+from kafkalog.format import compression as codecs, legacy_record as legacy, record_batch as rb
 from kafkalog.format.compression import release_frames
 from kafkalog.format.buffer_pool import available_memory_bytes
 from kafkalog.format import batch_slices

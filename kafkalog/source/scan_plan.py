@@ -31,14 +31,11 @@ The rules, for one Kafka partition:
 from __future__ import annotations
 
 import math
-import os
-from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from dataclasses import dataclass, replace
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from kafkalog import checkpoint
 from kafkalog.lookup import partition_log as lookup
 from kafkalog.lookup.rules import offset_index_problem, time_index_problem
 from kafkalog.log.local_log import high_watermark, load_partition, read_log_dir_checkpoints

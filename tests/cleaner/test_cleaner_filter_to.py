@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafkalog.cleaner import cleaner as cleaner_mod, fast_filter, filter_to
+from kafkalog.cleaner import cleaner as cleaner_mod, filter_to
 from kafkalog.format import compression as C
 from kafkalog.format import compression_accel as ca
 from kafkalog.format.native import LZ4_STREAM_BYTES, native_functions

@@ -18,7 +18,6 @@ from kafkalog.coordinator.demo_groups import coordinator_partition, java_string_
 from kafkalog.coordinator.group import records as gr
 from kafkalog.coordinator.group.rows import group_rows
 from kafkalog.coordinator.log_dirs import consumer_lag
-from kafkalog.coordinator.message import write_message
 from kafkalog.coordinator.record import decode_record, encode_key, encode_value, kafka_dump_text
 from kafkalog.coordinator.transaction import records as tr
 from kafkalog.coordinator.transaction.rows import transaction_rows
@@ -27,8 +26,6 @@ from kafkalog.tools.dump.options import OFFSETS_DECODER, TRANSACTION_LOG_DECODER
 from kafkalog.format import control_record as cr
 from kafkalog.format import record_batch as rb
 from kafkalog.log.records_io import read_segment
-
-from conftest import REAL_FIXTURES
 
 
 # --- Kafka's primitives, written here by hand -------------------------------------------------

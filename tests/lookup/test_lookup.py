@@ -31,7 +31,6 @@ from kafkalog.format import record_batch as rb
 from kafkalog.index.builder import build_indexes
 from kafkalog.index.offset_index import write_offset_index
 from kafkalog.index.time_index import write_time_index
-from kafkalog.log.names import format_segment_file_name
 from kafkalog.errors import OffsetOutOfRangeError
 from kafkalog.log.local_log import high_watermark, log_start_offset
 from kafkalog.log.segment import largest_timestamp, running_max

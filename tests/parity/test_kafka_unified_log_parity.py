@@ -25,7 +25,6 @@ from kafkalog.log.names import LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPO
 from kafkalog.config import configs_from_mappings
 from kafkalog.format import record_batch as rb
 from kafkalog.index import build_indexes
-from kafkalog.log.names import format_segment_file_name
 from kafkalog.lookup.partition_log import lookup_offsets
 from kafkalog.lookup.rules import (EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP, LATEST_TIMESTAMP,
                                    MAX_TIMESTAMP, UNKNOWN_TIMESTAMP)

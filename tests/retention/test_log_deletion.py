@@ -6,7 +6,6 @@ import os
 
 import pytest
 
-from kafkalog import checkpoint
 from kafkalog.log.local_log import load_partition_path
 from kafkalog.config import configs_from_mappings
 from kafkalog.retention.deletion import (MAX_TAG, MIN_TAG, PlanOutdatedError, apply_plan, deletion_stamp_ns, renamed_by_run,

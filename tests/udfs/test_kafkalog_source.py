@@ -15,7 +15,6 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import kafkalog  # noqa: E402
-from kafkalog import checkpoint  # noqa: E402
 from kafkalog.lookup.partition_log import PartitionLog  # noqa: E402
 from kafkalog.format.schema import RECORD_SCHEMA  # noqa: E402
 from kafkalog.checkpoint.offset import read_offset_checkpoint, write_offset_checkpoint

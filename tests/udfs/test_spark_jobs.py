@@ -15,7 +15,6 @@ pytest.importorskip("pyspark", reason="the Spark extra is not installed (pip ins
 
 from chispa import assert_df_equality  # noqa: E402
 
-from kafkalog import checkpoint  # noqa: E402
 from kafkalog.catalog import catalog_table  # noqa: E402
 from kafkalog.log.local_log import load_partition_path  # noqa: E402
 from kafkalog.retention.deletion import deletion_stamp_ns, run_tag  # noqa: E402

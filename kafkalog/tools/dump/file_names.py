@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Optional
 
 from kafkalog.errors import InvalidFileNameError
 from kafkalog.log.names import offset_from_file_name
