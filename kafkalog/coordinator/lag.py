@@ -25,13 +25,12 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from kafkalog.coordinator.group import records as gr
+from kafkalog.format.control_record import COMMIT, CONTROL_TYPE_NAMES
 from kafkalog.topic_partition import TopicPartition
 
 DEFAULT_OFFSETS_RETENTION_MS = 7 * 24 * 3600 * 1000      # offsets.retention.minutes = 10080
 STATUS_OK = "ok"
 STATUS_UNKNOWN = "unknown"
-CONTROL_COMMIT = "COMMIT"
-CONTROL_ABORT = "ABORT"
 HW_CHECKPOINT = "checkpoint"
 HW_LOG_END = "log-end (no replication-offset-checkpoint entry)"
 
@@ -122,7 +121,7 @@ def load_committed_offsets(rows: Iterable[Mapping], *, include_group=lambda g: T
         control = row.get("control_type")
         if control is not None:
             txn = pending.pop((cpart, row.get("producer_id")), [])
-            if control == CONTROL_COMMIT:
+            if control == CONTROL_TYPE_NAMES[COMMIT]:
                 for offset, key, commit in txn:
                     if _newer(latest.get(key), offset):
                         latest[key] = (offset, commit)

@@ -29,6 +29,7 @@ from kafkalog.format.records_accel import copy_bytes
 from kafkalog.format.compression import LZ4, NONE, ZSTD
 from kafkalog.format.compression_accel import COMP_OK, lz4_frame_compress, zstd_frame_compress
 from kafkalog.format.native import crc32c_update
+from kafkalog.format.varint import INT64_MAX, INT64_MIN
 
 _CACHE = os.path.isfile(__file__)
 
@@ -36,7 +37,6 @@ ENC_OK = 0
 ENC_FALLBACK = 1        # the verbatim copy would differ from the reference writer's bytes
 ENC_MALFORMED = 2       # the records region does not walk (the decoder would have refused it)
 
-_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 @njit(cache=_CACHE, inline="always")
@@ -273,7 +273,7 @@ def _attributes(codec: int, timestamp_type: int, transactional: bool, control: b
 
 
 def _fits_int64(*values) -> bool:
-    return all(_INT64_MIN <= v <= _INT64_MAX for v in values)
+    return all(INT64_MIN <= v <= INT64_MAX for v in values)
 
 
 def rewrite_batch(src: np.ndarray, start: int, end: int, count: int, keep: np.ndarray, timestamps: np.ndarray, *,
@@ -288,7 +288,7 @@ def rewrite_batch(src: np.ndarray, start: int, end: int, count: int, keep: np.nd
     from kafkalog.format.compression import compress
 
     nk = len(timestamps)
-    if nk == 0 or not _INT64_MIN + (1 << 31) <= base_offset <= _INT64_MAX - (1 << 31):
+    if nk == 0 or not INT64_MIN + (1 << 31) <= base_offset <= INT64_MAX - (1 << 31):
         return None         # (near the limits an offset wraps and the reference re-derives its delta)
     ts = timestamps.astype(np.int64, copy=False)
     base_ts = delete_horizon_ms if delete_horizon_ms is not None else int(ts[0])
