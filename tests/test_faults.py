@@ -314,7 +314,7 @@ def test_reindex_killed_at_every_step_converges(tmp_path):
 # --- compaction ----------------------------------------------------------------------------------
 
 def compacted_log_dir(root: Path, partitions: int = 2) -> Path:
-    from test_cleaner_crash import crash_log
+    from cleaner.test_cleaner_crash import crash_log
     from cleaner_model import write_partition
 
     d = root / "logs"

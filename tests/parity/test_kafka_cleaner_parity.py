@@ -36,7 +36,7 @@ from kafkalog.log.producer_snapshot import ProducerSnapshot, ProducerSnapshotEnt
 from kafkalog.log.segment import LogSegment
 from kafkalog.log.names import format_segment_file_name
 
-import test_cleaner_properties as props
+import cleaner.test_cleaner_properties as props
 from cleaner_model import B, DAY, T0, TOPIC, data, encode, flatten, log_config, marker, read_partition, \
     write_partition, write_segment_files
 

@@ -29,6 +29,7 @@ from kafkalog.index.transaction_index import read_transaction_index
 from kafkalog.log.names import format_segment_file_name
 from kafkalog.index.reindex import reindex_partition
 
+from cleaner_model import data as data_batch
 from test_kafka_cleaner_parity import KafkaLog
 
 T0 = 1_700_000_000_000
@@ -235,7 +236,7 @@ def _full_transaction_log(tmp_path) -> KafkaLog:
         log.txn(pid, *range(n))
 
     def plain(n):
-        log.append(__import__("test_cleaner_model").data(log.next_offset, [(b"%d" % i, b"%d" % i) for i in range(n)]))
+        log.append(data_batch(log.next_offset, [(b"%d" % i, b"%d" % i) for i in range(n)]))
 
     txn(1, 5); plain(3); txn(2, 2); txn(1, 4); txn(3, 3); plain(2); txn(1, 10)    # noqa: E702
     log.abort(1)                                                                     # 29

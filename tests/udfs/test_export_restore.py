@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-pytest.importorskip("pyspark")
+pytest.importorskip("pyspark", reason="the Spark extra is not installed (pip install -e .[spark])")
 from deltalake import DeltaTable  # noqa: E402
 
 from kafkalog.checkpoint.meta_properties import read_meta_properties  # noqa: E402

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("pyspark")
+pytest.importorskip("pyspark", reason="the Spark extra is not installed (pip install -e .[spark])")
 from chispa import assert_df_equality  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402

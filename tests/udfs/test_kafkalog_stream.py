@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("pyspark")
+pytest.importorskip("pyspark", reason="the Spark extra is not installed (pip install -e .[spark])")
 
 from kafka_python_logs import make_kafka_python_partition, write_segment_files  # noqa: E402
 from oracle import build_batch, read_all  # noqa: E402

@@ -23,7 +23,7 @@ from kafkalog.format import control_record as cr  # noqa: E402
 from udfs import compact_job, delta_tables  # noqa: E402
 
 from logdirs import make_partition, snapshot  # noqa: E402
-from test_cleaner_crash import LOCK_HOLDER, crash_log  # noqa: E402
+from cleaner.test_cleaner_crash import LOCK_HOLDER, crash_log  # noqa: E402
 from cleaner_model import DAY, T0, TOPIC, data, example_log, marker, write_partition  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]

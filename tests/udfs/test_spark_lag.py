@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-pytest.importorskip("pyspark")
+pytest.importorskip("pyspark", reason="the Spark extra is not installed (pip install -e .[spark])")
 
 from kafkalog.coordinator import lag  # noqa: E402
 from kafkalog.coordinator.log_dirs import consumer_lag  # noqa: E402

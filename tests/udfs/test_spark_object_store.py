@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-pytest.importorskip("pyspark")
+pytest.importorskip("pyspark", reason="the Spark extra is not installed (pip install -e .[spark])")
 
 from chispa import assert_df_equality  # noqa: E402
 
