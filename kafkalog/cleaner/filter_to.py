@@ -1,9 +1,9 @@
 """``MemoryRecords.filterTo`` (the cleaner's recopy of a source segment, spec §7.7-7.8) for windows of
 plain batches, compiled end to end: one numba call walks every record of the window, looks its key
-up in the map pass's answer (``key_walk.KeyVerdicts``: the compiled map, or its hash-slice bitsets),
-decides keep/drop, and writes every batch's output — copied whole, rebuilt with the kept records
-(``records_encode_accel.rebuild_batch_kernel``: header, C codecs, CRC), or nothing — into one
-buffer, with no Python per batch and no Arrow.
+up in the map pass's answer (``key_walk.KeyVerdicts``: two bits per record, or the compiled map
+below its ``map_below`` offset), decides keep/drop, and writes every batch's output — copied whole,
+rebuilt with the kept records (``records_encode_accel.rebuild_batch_kernel``: header, C codecs,
+CRC), or nothing — into one buffer, with no Python per batch and no Arrow.
 
 A plain batch is a data batch outside any transaction, not an active producer's last, not the
 last before the upper bound: its verdict is the constant ``record_filter.DELETE_IF_EMPTY`` and the
@@ -37,7 +37,7 @@ from kafkalog.format.records_accel import copy_bytes, read_varint, read_varlong
 from kafkalog.format.records_encode_accel import ENC_OK, rebuild_batch_kernel
 from kafkalog.cleaner import fast_filter as ff
 from kafkalog.cleaner import key_map as km
-from kafkalog.cleaner.key_walk import KeyVerdicts
+from kafkalog.cleaner.key_walk import MAP_NEVER, KeyVerdicts
 from kafkalog.cleaner.source_segments import READ_WINDOW_BATCHES, read_windows
 from kafkalog.log.segment import SegmentHandle
 from kafkalog.cleaner.producer_state import LastRecord
@@ -61,8 +61,6 @@ N_COUNTERS = N_CODES + 7
 # kernel statuses
 FT_OK = 0
 FT_FALLBACK = 1        # hand the window to fast_filter.filter_window
-
-LOOKUP_MAP, LOOKUP_BITS = 0, 1
 
 _TXN_OR_CONTROL = rb.TRANSACTIONAL_FLAG_MASK | rb.CONTROL_FLAG_MASK
 _LOG_APPEND = 0x08
@@ -116,7 +114,7 @@ class WindowOutput:
 
 @njit(cache=_CACHE, nogil=True)
 def filter_window_kernel(buf, dbuf, b_src, b_start, b_end, b_pos, b_size, b_count, b_base, b_last, b_attr,
-                         b_base_ts, b_max_ts, end_offset, now_ms, new_horizon, lookup_mode, weak, slots, arena,
+                         b_base_ts, b_max_ts, end_offset, now_ms, new_horizon, map_below, weak, slots, arena,
                          found_bits, superseded_bits, ordinal_base, keep, kept_ts, deltas, scratch, out,
                          o_start, o_end, o_max_offset, o_max_ts, o_shallow, counts,
                          lz4_fns, lz4_state, zstd_fns, cctx, zstd_io, crc_fn):
@@ -186,7 +184,7 @@ def filter_window_kernel(buf, dbuf, b_src, b_start, b_end, b_pos, b_size, b_coun
             elif klen < 0:
                 code = _NULL_KEY
             else:
-                if lookup_mode == LOOKUP_MAP:
+                if offset < map_below:
                     found = km.map_get(slots, arena, src, kpos, klen, km.key_hash(src, kpos, klen, weak))
                 else:
                     bit = ordinal + k
@@ -308,15 +306,15 @@ def _run(buf, dbuf, b_src, b_start, b_end, h, offset_map: KeyVerdicts, now_ms: i
     o = [np.empty(nb, np.int64) for _ in range(5)]
     c = np.zeros(N_COUNTERS, np.int64)
     if offset_map.key_map is not None:
-        mode, slots, arena = LOOKUP_MAP, *offset_map.key_map.arrays()
-        weak, found, superseded = offset_map.key_map.weak_hash, np.zeros(1, np.uint8), np.zeros(1, np.uint8)
+        slots, arena = offset_map.key_map.arrays()
+        weak, map_below = offset_map.key_map.weak_hash, offset_map.map_below
     else:
-        mode, slots, arena = LOOKUP_BITS, np.zeros(3, np.int64), np.zeros(1, np.uint8)
-        weak, found, superseded = False, offset_map.found_bits, offset_map.superseded_bits
+        slots, arena, weak, map_below = np.zeros(3, np.int64), np.zeros(1, np.uint8), False, MAP_NEVER
     status, _b = filter_window_kernel(
         buf, dbuf, b_src, b_start, b_end, h.position.astype(np.int64), h.size.astype(np.int64), per_batch,
         h.baseOffset, h.lastOffset, h.attributes.astype(np.int64), h.baseTimestamp, h.maxTimestamp,
-        offset_map.end_offset, now_ms, now_ms + delete_retention_ms, mode, weak, slots, arena, found, superseded,
+        offset_map.end_offset, now_ms, now_ms + delete_retention_ms, map_below, weak, slots, arena,
+        offset_map.found_bits, offset_map.superseded_bits,
         ordinal, keep, kept_ts, deltas, scratch, out, *o, c, codecs.lz4, codecs.lz4_state, codecs.zstd_fns, codecs.cctx,
         codecs.zstd_io, codecs.crc)
     if status != FT_OK:
@@ -349,6 +347,7 @@ def filtered_windows(seg: SegmentHandle, *, tracker, active: Mapping[int, LastRe
     stop = int(legacy[0]) if legacy.size else n
     active_ids = np.fromiter(active.keys(), np.int64, len(active))
     codecs = _Codecs()
+    cache = offset_map.windows
     decompressed = thread_output_buffer("cleaner recopy, decompressed")
     plain = plain_batches(h.head(stop), upper_bound_offset, active_ids)
     others = np.flatnonzero(~plain)
@@ -360,10 +359,14 @@ def filtered_windows(seg: SegmentHandle, *, tracker, active: Mapping[int, LastRe
             if plain[i]:          # a window of plain batches only: up to the next other batch
                 k = int(np.searchsorted(others, i))
                 j = min(int(others[k]) if k < len(others) else stop, i + READ_WINDOW_BATCHES)
-                consumed, b_src, b_start, b_end, dbuf = decompress_batches(
-                    buf, h.slice(i, j), decompressed, path=seg.log_path, max_batch_bytes=max_batch_bytes,
-                    budget=WINDOW_BYTES)
-                consumed = max(int(consumed), 1)
+                kept = cache.take(seg.base_offset, i, j - i) if cache is not None else None
+                if kept is not None:      # decompressed by the map pass already
+                    consumed, b_src, b_start, b_end, dbuf = kept
+                else:
+                    consumed, b_src, b_start, b_end, dbuf = decompress_batches(
+                        buf, h.slice(i, j), decompressed, path=seg.log_path, max_batch_bytes=max_batch_bytes,
+                        budget=WINDOW_BYTES)
+                    consumed = max(int(consumed), 1)
                 result = _run(buf, dbuf, b_src, b_start, b_end, h.slice(i, i + consumed), offset_map, now_ms,
                               delete_retention_ms, ordinal, codecs, counts, i)
             if result is None:    # the decoder's window from here, through filter_window
@@ -379,6 +382,8 @@ def filtered_windows(seg: SegmentHandle, *, tracker, active: Mapping[int, LastRe
             release_pages(buf, int(h.position[i]), int(h.position[i + consumed - 1]) + int(h.size[i + consumed - 1]))
             ordinal += int(np.maximum(h.recordsCount[i:i + consumed].astype(np.int64), 0).sum())
             i += consumed
+    if cache is not None:
+        cache.drop_segment(seg.base_offset)
     if stop < n:           # the decoder's refusal of a v0/v1 message, with its message
         yield from read_windows(seg, max_batch_bytes=max_batch_bytes, from_position=int(h.position[stop]))
 

@@ -9,9 +9,18 @@ Layout (``SLOT_BYTES`` = 24 per slot, as a Kafka entry is 24 bytes: digest + off
 fields side by side so that a probe touches one cache line::
 
     slots   int64[3 x capacity]  per slot: meta = (low 32 bits of the key hash) << 32 | (key length + 1),
-                                 0 when free; where the key's bytes start in ``arena``; its latest offset
-    arena   uint8[...]           the keys' bytes, appended
-    state   int64[3]             keys held, arena bytes used, most keys allowed (capacity x load factor)
+                                 0 when free; place = (ordinal of its latest record) << 32 | where the
+                                 key's bytes start in ``arena``; its latest offset
+    arena   uint8[...]           the keys' bytes, appended (at most ``ARENA_LIMIT`` bytes)
+    state   int64[4]             keys held, arena bytes used, most keys allowed (capacity x load factor),
+                                 1 once a marking walk met a key's offsets out of order
+
+Marking as it inserts (``mark``): the record at ordinal r (its index in the round's recopied range)
+sets its bit in ``found_bits``; when its key was already held, the held record (the slot's ordinal)
+gets its bit in ``superseded_bits``. As the dirty range's offsets only grow, that is exactly the
+answer a lookup in the finished map gives (superseded: the map's offset is greater) — so the recopy
+tests two bits instead of hashing and probing again. A key whose new offset is not greater than the
+held one (a log with offsets out of order) sets state[3]: the caller then asks the map instead.
 
 Slot of a key: fastrange(low 32 bits of its hash, capacity), then linear probing; the stored hash
 and length are compared before the bytes. The budget (``log.cleaner.dedupe.buffer.size`` /
@@ -65,7 +74,13 @@ WALK_FULL = 1       # the map is full (at its current size): batch, record and b
 WALK_MALFORMED = 2  # a record does not walk (the decoder would refuse it and name the error)
 
 # state slots
-_KEYS, _ARENA_USED, _MAX_KEYS = 0, 1, 2
+_KEYS, _ARENA_USED, _MAX_KEYS, _OUT_OF_ORDER = 0, 1, 2, 3
+STATE_WORDS = 4
+
+ORDINAL_SHIFT = np.int64(32)
+ARENA_LIMIT = 1 << 32                    # arena bytes a slot's place word can address
+MAX_MARKED_RECORDS = 1 << 31             # records a marking walk can number (ordinals in the place word)
+_PLACE_MASK = np.int64(0xFFFFFFFF)
 
 _M1 = np.uint64(0x9E3779B97F4A7C15)
 _M2 = np.uint64(0xBF58476D1CE4E5B9)
@@ -147,7 +162,7 @@ def _find_slot(slots, arena, src, p, n, h):
         m = slots[w]
         if m == EMPTY_SLOT:
             return w
-        if m == meta and _same_key(arena, slots[w + 1], src, p, n):
+        if m == meta and _same_key(arena, slots[w + 1] & _PLACE_MASK, src, p, n):
             return w
         i += 1
         if i == cap:
@@ -155,11 +170,24 @@ def _find_slot(slots, arena, src, p, n, h):
 
 
 @njit(cache=_CACHE, inline="always")
-def map_put(slots, arena, state, src, p, n, h, offset):
-    """map[key] = offset (a later put of the same key replaces it, as the walk is in log order).
-    Returns False, changing nothing, when a new key does not fit."""
+def set_bit(bits, i):
+    bits[i >> 3] |= np.uint8(1 << (i & 7))
+
+
+@njit(cache=_CACHE, inline="always")
+def map_put(slots, arena, state, src, p, n, h, offset, ordinal, mark, found_bits, superseded_bits):
+    """map[key] = offset (a later put of the same key replaces it, as the walk is in log order);
+    ``mark``: set the bits of the record at ``ordinal`` and of the record it supersedes (see the
+    module docstring). Returns False, changing nothing, when a new key does not fit."""
     w = _find_slot(slots, arena, src, p, n, h)
     if slots[w] != EMPTY_SLOT:
+        if mark:
+            if offset > slots[w + 2]:
+                set_bit(superseded_bits, slots[w + 1] >> ORDINAL_SHIFT)
+            else:
+                state[_OUT_OF_ORDER] = 1
+            set_bit(found_bits, ordinal)
+            slots[w + 1] = (ordinal << ORDINAL_SHIFT) | (slots[w + 1] & _PLACE_MASK)
         slots[w + 2] = offset
         return True
     used = state[_ARENA_USED]
@@ -167,8 +195,10 @@ def map_put(slots, arena, state, src, p, n, h, offset):
         return False
     copy_bytes(arena, used, src, p, n)
     slots[w] = _meta(h, n)
-    slots[w + 1] = used
+    slots[w + 1] = (ordinal << ORDINAL_SHIFT) | used if mark else used
     slots[w + 2] = offset
+    if mark:
+        set_bit(found_bits, ordinal)
     state[_KEYS] += 1
     state[_ARENA_USED] = used + n
     return True
@@ -218,6 +248,7 @@ def clear_kernel(slots, state):
         slots[w] = EMPTY_SLOT
     state[_KEYS] = 0
     state[_ARENA_USED] = 0
+    state[_OUT_OF_ORDER] = 0
 
 
 # --- the walk ------------------------------------------------------------------------------
@@ -225,11 +256,12 @@ def clear_kernel(slots, state):
 @njit(cache=_CACHE, nogil=True)
 def walk_keys_kernel(mode, buf, dbuf, b_src, b_start, b_end, b_count, b_base_offset, b_flag, b_ordinal,
                      lo_offset, hi_offset, weak, n_slices, slice_index, slots, arena, state, found_bits,
-                     superseded_bits, from_b, from_k, from_p):
+                     superseded_bits, mark, from_b, from_k, from_p):
     """Walk the records of the flagged batches (b_flag[b] != 0); batch b's records lie in ``buf``
     (b_src 0) or ``dbuf`` (1) at [b_start, b_end). Keys in another hash slice are passed over.
 
-    WALK_INSERT: every non-null key with offset >= lo_offset goes into the map.
+    WALK_INSERT: every non-null key with offset >= lo_offset goes into the map; ``mark``: the
+    record's bits are set as ``map_put`` says (b_ordinal[b] + its index in the batch: its ordinal).
     WALK_COUNT: every non-null key with offset >= lo_offset updates the HyperLogLog registers,
     which ``hll_estimate`` turns into a distinct-key count (``found_bits``: the registers).
     WALK_MARK: every non-null key with offset < hi_offset is looked up; when the map holds it, the
@@ -290,16 +322,16 @@ def walk_keys_kernel(mode, buf, dbuf, b_src, b_start, b_end, b_count, b_base_off
             if n_slices > 1 and slice_of(h, n_slices) != slice_index:
                 continue
             if mode == WALK_INSERT:
-                if not map_put(slots, arena, state, src, c, klen, h, offset):
+                if not map_put(slots, arena, state, src, c, klen, h, offset, b_ordinal[b] + k, mark, found_bits,
+                               superseded_bits):
                     return WALK_FULL, b, k, rec, walked
                 walked += 1
             else:
                 latest = map_get(slots, arena, src, c, klen, h)
                 if latest != NOT_FOUND:
-                    bit = b_ordinal[b] + k
-                    found_bits[bit >> 3] |= np.uint8(1 << (bit & 7))
+                    set_bit(found_bits, b_ordinal[b] + k)
                     if offset < latest:
-                        superseded_bits[bit >> 3] |= np.uint8(1 << (bit & 7))
+                        set_bit(superseded_bits, b_ordinal[b] + k)
         if p != end:
             return WALK_MALFORMED, b, b_count[b], p, walked
     return WALK_OK, -1, 0, 0, walked
@@ -373,8 +405,8 @@ class KeyMap:
         self.weak_hash = weak_hash
         self.limit = limit                                         # the most slots it may grow to
         self.slots = np.zeros(min(limit, INITIAL_CAPACITY) * SLOT_WORDS, np.int64)
-        self.arena = np.empty(budget - limit * SLOT_BYTES, np.uint8)   # pages touched only when used
-        self.state = np.array([0, 0, self._max_keys(self.capacity)], np.int64)
+        self.arena = np.empty(min(budget - limit * SLOT_BYTES, ARENA_LIMIT), np.uint8)   # pages touched only when used
+        self.state = np.array([0, 0, self._max_keys(self.capacity), 0], np.int64)
 
     def _max_keys(self, capacity: int) -> int:
         return min(int(capacity * self.load_factor), capacity - 1)
@@ -415,6 +447,11 @@ class KeyMap:
     def clear(self) -> None:
         clear_kernel(self.slots, self.state)
 
+    @property
+    def out_of_order(self) -> bool:
+        """Whether a marking walk met a key whose offsets went backwards (its bits are then wrong)."""
+        return bool(self.state[_OUT_OF_ORDER])
+
     def arrays(self):
         return self.slots, self.arena
 
@@ -430,5 +467,5 @@ class KeyMap:
         return out
 
 
-__all__ = ["EMPTY_SLOT", "KeyMap", "KeyMapStats", "NOT_FOUND", "SLOT_BYTES", "WALK_FULL", "WALK_INSERT", "WALK_MALFORMED",
+__all__ = ["ARENA_LIMIT", "EMPTY_SLOT", "KeyMap", "MAX_MARKED_RECORDS", "set_bit", "KeyMapStats", "NOT_FOUND", "SLOT_BYTES", "WALK_FULL", "WALK_INSERT", "WALK_MALFORMED",
            "WALK_COUNT", "WALK_MARK", "WALK_OK", "grow_kernel", "bits_kernel", "dedupe_budget", "hll_estimate", "key_hash", "lookup_kernel", "walk_keys_kernel"]

@@ -8,14 +8,19 @@ Which records enter the map is ``offset_map.map_entries``' rule (the reference):
 [firstDirty, upperBound) walked from ``offsetIndex.lookup(firstDirty)``, control batches only update
 the tracker, aborted transactional data is skipped, null keys never enter.
 
-What the recopy asks per record comes back as ``KeyVerdicts.lookup``: the map's offset for the key
-(one pass), or from the bits NOT_FOUND / the record's own offset (it is its key's latest) / offset
-+ 1 (superseded) — the same answers either way.
+What the recopy asks per record comes back as ``KeyVerdicts.lookup``: from two bitsets over the
+records of the recopied range, NOT_FOUND / the record's own offset (it is its key's latest) / offset
++ 1 (superseded), or from the map itself its offset for the key — the same answers either way. The
+insert walk sets the bits of the dirty records as it goes (``key_map.map_put``, ``mark``); the
+records below the first dirty offset are asked of the map (one pass) or marked by a lookup walk of
+their own (hash slices). Where the bits could differ from the map's answer — a key whose offsets go
+backwards, a data batch the map pass skipped as aborted, more records than an ordinal numbers — the
+map answers everything (one pass) or every record is marked by lookup (hash slices), as before.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -33,6 +38,7 @@ from kafkalog.log.local_log import collect_aborted_transactions
 from kafkalog.log.segment import SegmentHandle
 from kafkalog.topic_partition import UNKNOWN_PARTITION
 from kafkalog.cleaner.transaction_metadata import CleanedTransactionMetadata
+from kafkalog.cleaner.window_cache import WindowCache
 from kafkalog.format.buffer_pool import release_pages
 from kafkalog.format.compression import thread_output_buffer
 
@@ -103,15 +109,24 @@ def _refuse(w: _Window, seg: SegmentHandle, b: int, pos: int, max_batch_bytes: i
                         path=seg.log_path, position=int(w.headers.position[b]))
 
 
+NO_BITS = np.zeros(1, np.uint8)          # the bitsets' stand-in where the map answers everything
+MAP_NEVER = np.iinfo(np.int64).min       # ``map_below`` when every record is answered by the bits
+MAP_ALWAYS = np.iinfo(np.int64).max      # ... and when none is
+
+
 @dataclass
 class KeyVerdicts:
-    """The map pass's answer for the recopy: ``lookup`` per record, and the report's numbers."""
+    """The map pass's answer for the recopy: ``lookup`` per record, and the report's numbers.
+    Records with an offset below ``map_below`` are asked of ``key_map``; the others are answered by
+    the bitsets (one bit per record of the recopied range each)."""
 
     end_offset: int
     stats: km.KeyMapStats
-    key_map: Optional[km.KeyMap] = None          # one pass: asked directly
-    found_bits: Optional[np.ndarray] = None      # several passes: one bit per record of the recopied range
-    superseded_bits: Optional[np.ndarray] = None
+    key_map: Optional[km.KeyMap] = None
+    found_bits: np.ndarray = field(default_factory=lambda: NO_BITS)
+    superseded_bits: np.ndarray = field(default_factory=lambda: NO_BITS)
+    map_below: int = MAP_NEVER
+    windows: Optional[WindowCache] = None        # the map pass's decompressed windows, for the recopy
 
     def __len__(self) -> int:
         return self.stats.keys
@@ -120,11 +135,12 @@ class KeyVerdicts:
         """For records ``index`` of a window (Arrow ``keys``, non-null there), at record ``ordinals``
         of the recopied range, with their ``offsets``: the offset to compare with (NOT_FOUND when the
         key is not in the map)."""
-        if self.key_map is not None:
-            return self.key_map.lookup(keys, index)
+        offsets = offsets.astype(np.int64, copy=False)
         out = np.empty(len(ordinals), np.int64)
-        km.bits_kernel(self.found_bits, self.superseded_bits, ordinals.astype(np.int64, copy=False),
-                       offsets.astype(np.int64, copy=False), out)
+        km.bits_kernel(self.found_bits, self.superseded_bits, ordinals.astype(np.int64, copy=False), offsets, out)
+        asked = offsets < self.map_below
+        if self.key_map is not None and asked.any():
+            out[asked] = self.key_map.lookup(keys, index[asked])
         return out
 
 
@@ -133,15 +149,28 @@ class _DirtyWalk:
     """The map pass's batches. Every pass runs the transaction tracker afresh over them (it sees
     only the transactional and control batches, so this costs little); a verdict cached per window
     would be wrong, as the decoder may cut the same batches into windows differently each time."""
-    segments: List[Tuple[SegmentHandle, int]]            # (segment, start position)
+    segments: List[Tuple[SegmentHandle, int, int]]     # (segment, start position, its first record's ordinal)
     records: int                                       # records of the walked batches (an upper bound on keys)
 
 
-def _enter_flags(w: _Window, tracker: CleanedTransactionMetadata) -> np.ndarray:
-    """1 for the batches whose records enter the map (data, not aborted)."""
+def _batch_ordinals(seg: SegmentHandle, first_ordinal: int) -> np.ndarray:
+    """Per batch of ``seg``: the ordinal of its first record in the recopied range."""
+    counts = np.maximum(seg.scan().headers.recordsCount.astype(np.int64), 0)
+    out = np.empty(len(counts), np.int64)
+    if len(counts):
+        out[0] = first_ordinal
+        np.cumsum(counts[:-1], out=out[1:])
+        out[1:] += first_ordinal
+    return out
+
+
+def _enter_flags(w: _Window, tracker: CleanedTransactionMetadata) -> Tuple[np.ndarray, bool]:
+    """1 for the batches whose records enter the map (data, not aborted); and whether a data batch
+    was left out (aborted)."""
     h = w.headers
     special = np.flatnonzero((h.attributes & _TXN_OR_CONTROL) != 0)
     flags = np.ones(len(h), np.uint8)
+    skipped_data = False
     for b in special.tolist():
         pid, last = int(h.producerId[b]), int(h.lastOffset[b])
         if h.attributes[b] & rb.CONTROL_FLAG_MASK:
@@ -149,106 +178,168 @@ def _enter_flags(w: _Window, tracker: CleanedTransactionMetadata) -> np.ndarray:
             flags[b] = 0
         elif tracker.on_data_batch(pid, last, True):
             flags[b] = 0
-    return flags
+            skipped_data = True
+    return flags, skipped_data
+
+
+@dataclass
+class _PassResult:
+    complete: bool             # every key of the slice went in (False: the map filled)
+    put: int                   # records put (or counted) before it filled
+    marked: bool = False       # the bits it set are the map's answers for the dirty records
 
 
 def _insert_pass(plan, walk: _DirtyWalk, m: km.KeyMap, n_slices: int, s: int, max_batch_bytes: int,
-                 mode: int = km.WALK_INSERT, registers: Optional[np.ndarray] = None) -> Tuple[bool, int]:
-    """Pass s: keys of slice s into the map (or, WALK_COUNT, into ``registers``). Returns
-    (complete, records put before it filled)."""
+                 mode: int = km.WALK_INSERT, registers: Optional[np.ndarray] = None,
+                 bits: Optional[Tuple[np.ndarray, np.ndarray]] = None,
+                 cache: Optional[WindowCache] = None) -> _PassResult:
+    """Pass s: keys of slice s into the map (or, WALK_COUNT, into ``registers``); ``bits``: (found,
+    superseded) to mark the dirty records in as they go in; ``cache``: where to keep the decompressed
+    windows while the map leaves room in its budget."""
     tracker = CleanedTransactionMetadata()
     tracker.add_aborted_transactions(collect_aborted_transactions(
         plan.segments, plan.first_dirty_offset, plan.upper_bound_offset, plan.log_start_offset))
     put = 0
-    zeros = np.zeros(1, np.uint8)
-    counters = registers if registers is not None else zeros
-    ords = np.zeros(0, np.int64)
-    for seg, pos in walk.segments:
+    found, superseded = bits if bits is not None else (registers if registers is not None else NO_BITS, NO_BITS)
+    mark = bits is not None
+    bits_bytes = found.nbytes + superseded.nbytes if mark else 0
+    skipped_data = False
+    for seg, pos, first_ordinal in walk.segments:
+        ordinals = _batch_ordinals(seg, first_ordinal)
         for w in _windows(seg, pos, max_batch_bytes):
-            flags = _enter_flags(w, tracker)
+            flags, skipped = _enter_flags(w, tracker)
+            skipped_data |= skipped
             counts = w.headers.recordsCount.astype(np.int64)
+            b_ordinal = ordinals[w.first:w.first + len(counts)]
             b, k, at = 0, 0, -1
             while True:
                 status, b, k, at, walked = km.walk_keys_kernel(
-                    mode, w.buf, w.dbuf, w.b_src, w.b_start, w.b_end, counts, w.headers.baseOffset, flags, ords,
-                    plan.first_dirty_offset, plan.upper_bound_offset, m.weak_hash, n_slices, s, *m.arrays(),
-                    m.state, counters, zeros, b, k, at)
+                    mode, w.buf, w.dbuf, w.b_src, w.b_start, w.b_end, counts, w.headers.baseOffset, flags,
+                    b_ordinal, plan.first_dirty_offset, plan.upper_bound_offset, m.weak_hash, n_slices, s,
+                    *m.arrays(), m.state, found, superseded, mark, b, k, at)
                 put += walked
                 if status != km.WALK_FULL or not m.grow():
                     break
+                if cache is not None:
+                    cache.trim(m.budget - m.nbytes - bits_bytes)
+            if cache is not None and status == km.WALK_OK:
+                cache.offer(seg.base_offset, w.first, w.b_src, w.b_start, w.b_end, w.dbuf,
+                            room=m.budget - m.nbytes - bits_bytes)
             if status == km.WALK_FULL:
-                return False, put
+                return _PassResult(False, put)
             if status == km.WALK_MALFORMED:
                 _refuse(w, seg, b, at, max_batch_bytes)
-    return True, put
+    return _PassResult(True, put, mark and not skipped_data and not m.out_of_order)
 
 
-def _mark_pass(plan, recopied: Sequence[SegmentHandle], m: km.KeyMap, n_slices: int, s: int, end_offset: int,
+def _mark_pass(plan, recopied: Sequence[SegmentHandle], m: km.KeyMap, n_slices: int, s: int, below_offset: int,
                found: np.ndarray, superseded: np.ndarray, max_batch_bytes: int) -> None:
+    """Set the bits of the recopied records below ``below_offset`` whose keys (of slice s) the map
+    holds: found, and superseded when the map's offset is greater."""
     ordinal = 0
     for seg in recopied:
+        if seg.base_offset >= below_offset:
+            break
+        ordinals = _batch_ordinals(seg, ordinal)
         for w in _windows(seg, 0, max_batch_bytes):
             h = w.headers
             counts = np.maximum(h.recordsCount.astype(np.int64), 0)
-            b_ordinal = np.empty(len(h), np.int64)
-            b_ordinal[0] = ordinal
-            np.cumsum(counts[:-1], out=b_ordinal[1:])
-            b_ordinal[1:] += ordinal
             data = ((h.attributes & rb.CONTROL_FLAG_MASK) == 0).astype(np.uint8)
             status, b, _k, at, _ = km.walk_keys_kernel(
-                km.WALK_MARK, w.buf, w.dbuf, w.b_src, w.b_start, w.b_end, counts, h.baseOffset, data, b_ordinal,
-                plan.first_dirty_offset, end_offset, m.weak_hash, n_slices, s, *m.arrays(), m.state, found,
-                superseded, 0, 0, -1)
+                km.WALK_MARK, w.buf, w.dbuf, w.b_src, w.b_start, w.b_end, counts, h.baseOffset, data,
+                ordinals[w.first:w.first + len(h)], plan.first_dirty_offset, below_offset, m.weak_hash, n_slices, s,
+                *m.arrays(), m.state, found, superseded, False, 0, 0, -1)
             if status == km.WALK_MALFORMED:
                 _refuse(w, seg, b, at, max_batch_bytes)
-            ordinal += int(counts.sum())
+        ordinal += int(np.maximum(seg.scan().headers.recordsCount.astype(np.int64), 0).sum())
 
 
-def recopied_records(segments: Sequence[SegmentHandle]) -> int:
-    """Records of the recopied segments: the bit count of the hash-slice bitsets."""
-    return int(sum(int(np.maximum(s.scan().headers.recordsCount.astype(np.int64), 0).sum()) for s in segments))
+def _dirty_outside_walk(recopied: Sequence[SegmentHandle], starts, first_dirty: int) -> bool:
+    """Whether a batch the insert walk does not read (before its start) holds offsets at or past the
+    first dirty offset (a stale index or offsets out of order): its records would have no bits."""
+    walked_from = {s.base_offset: pos for s, pos, _ in starts}
+    for s in recopied:
+        h = s.scan().headers
+        pos = walked_from.get(s.base_offset)
+        if pos == 0:
+            continue
+        upto = len(h) if pos is None else int(np.searchsorted(h.position, pos, side="left"))
+        if upto and int(h.lastOffset[:upto].max()) >= first_dirty:
+            return True
+    return False
+
+
+def _new_bits(nbits: int) -> Tuple[np.ndarray, np.ndarray]:
+    return np.zeros((nbits + 7) // 8, np.uint8), np.zeros((nbits + 7) // 8, np.uint8)
 
 
 def build_key_verdicts(plan, *, budget: int, load_factor: float, max_batch_bytes: int,
-                       weak_hash: bool = False, slices: Optional[int] = None) -> KeyVerdicts:
+                       weak_hash: bool = False, slices: Optional[int] = None, mark: bool = True,
+                       keep_windows: bool = True) -> KeyVerdicts:
     """The map pass of ``plan``'s round within ``budget`` bytes: one pass when the dirty range's keys
-    fit, else hash-slice passes with bitsets. ``slices``: force that many slices (tests)."""
+    fit, else hash-slice passes. ``slices``: force that many slices; ``mark=False``: never take the
+    dirty records' answers from the insert walk's bits (tests: the two ways answer the same);
+    ``keep_windows``: keep decompressed windows for the recopy in the budget the map leaves (one pass)."""
+    end_offset = plan.upper_bound_offset
+    first_dirty = plan.first_dirty_offset
+    recopied = [s for s in plan.segments if s.base_offset < end_offset]
+    seg_ordinal, nbits = {}, 0
+    for s in recopied:
+        seg_ordinal[s.base_offset] = nbits
+        nbits += int(np.maximum(s.scan().headers.recordsCount.astype(np.int64), 0).sum())
+    mark = mark and nbits < km.MAX_MARKED_RECORDS
     dirty = plan.dirty_segments()
-    starts = [(s, start_position(s, plan.first_dirty_offset) if i == 0 else 0) for i, s in enumerate(dirty)]
+    starts = [(s, start_position(s, first_dirty) if i == 0 else 0, seg_ordinal[s.base_offset])
+              for i, s in enumerate(dirty)]
     records = 0
-    for s, pos in starts:
+    for s, pos, _ in starts:
         h = s.scan().headers
         first = int(np.searchsorted(h.position, pos, side="left"))
         records += int(np.maximum(h.recordsCount[first:].astype(np.int64), 0).sum())
+    if mark and _dirty_outside_walk(recopied, starts, first_dirty):
+        mark = False
     walk = _DirtyWalk(starts, records)
     m = km.KeyMap(budget, load_factor, weak_hash=weak_hash, max_records=records)
-    end_offset = plan.upper_bound_offset
     stats = km.KeyMapStats(budget=budget, capacity=m.capacity, max_keys=m.max_keys)
     n_slices = slices or 1
     if n_slices == 1:
-        complete, put = _insert_pass(plan, walk, m, 1, 0, max_batch_bytes)
-        if complete:
+        bits = _new_bits(nbits) if mark else None
+        cache = WindowCache(budget) if keep_windows else None
+        result = _insert_pass(plan, walk, m, 1, 0, max_batch_bytes, bits=bits, cache=cache)
+        if result.complete:
             stats.passes, stats.keys, stats.bytes, stats.capacity = 1, len(m), m.nbytes, m.capacity
-            return KeyVerdicts(end_offset, stats, key_map=m)
+            if result.marked:      # the bits answer the dirty records, the map the ones before
+                return KeyVerdicts(end_offset, stats, key_map=m, found_bits=bits[0], superseded_bits=bits[1],
+                                   map_below=first_dirty, windows=cache)
+            return KeyVerdicts(end_offset, stats, key_map=m, map_below=MAP_ALWAYS, windows=cache)
+        cache = None
         # count the distinct keys (HyperLogLog, one more keys-only walk) to plan the slices
         registers = np.zeros(km.HLL_REGISTERS, np.uint8)
         _insert_pass(plan, walk, m, 1, 0, max_batch_bytes, mode=km.WALK_COUNT, registers=registers)
         estimate = km.hll_estimate(registers)
         n_slices = max(2, math.ceil(estimate * SLICE_HEADROOM / max(m.max_keys, 1)))
-    recopied = [s for s in plan.segments if s.base_offset < end_offset]
-    nbits = recopied_records(recopied)
     for _attempt in range(MAX_RESTARTS):
-        found = np.zeros((nbits + 7) // 8, np.uint8)
-        superseded = np.zeros((nbits + 7) // 8, np.uint8)
+        found, superseded = _new_bits(nbits)
         keys = 0
         for s in range(n_slices):
             m.clear()
-            complete, _put = _insert_pass(plan, walk, m, n_slices, s, max_batch_bytes)
-            if not complete:
+            result = _insert_pass(plan, walk, m, n_slices, s, max_batch_bytes,
+                                  bits=(found, superseded) if mark else None)
+            if not result.complete:
                 break
+            if mark and not result.marked:          # bits the map would not give: mark every record by lookup
+                mark = False
+                found, superseded = _new_bits(nbits)
+                for earlier in range(s):
+                    m.clear()
+                    _insert_pass(plan, walk, m, n_slices, earlier, max_batch_bytes)
+                    _mark_pass(plan, recopied, m, n_slices, earlier, end_offset, found, superseded, max_batch_bytes)
+                m.clear()
+                _insert_pass(plan, walk, m, n_slices, s, max_batch_bytes)
             keys += len(m)
             stats.bytes, stats.capacity = max(stats.bytes, m.nbytes), m.capacity
-            _mark_pass(plan, recopied, m, n_slices, s, end_offset, found, superseded, max_batch_bytes)
+            _mark_pass(plan, recopied, m, n_slices, s, first_dirty if mark else end_offset, found, superseded,
+                       max_batch_bytes)
         else:
             stats.passes, stats.keys = n_slices, keys
             return KeyVerdicts(end_offset, stats, found_bits=found, superseded_bits=superseded)
@@ -258,4 +349,4 @@ def build_key_verdicts(plan, *, budget: int, load_factor: float, max_batch_bytes
                         hint="raise log.cleaner.dedupe.buffer.size")
 
 
-__all__ = ["KeyVerdicts", "build_key_verdicts", "recopied_records"]
+__all__ = ["KeyVerdicts", "MAP_ALWAYS", "MAP_NEVER", "NO_BITS", "build_key_verdicts"]

@@ -157,3 +157,36 @@ def test_random_plain_logs(tmp_path_factory, monkeypatch, batches, codecs, log_a
     segs.append([data(offset + 1, [(b"z", b"active")])])
     _both(_log_dir_of(tmp, segs), tmp, monkeypatch, T0 + (30 if later else 10) * DAY,
           map_budget_bytes=1 if tiny_map else None)
+
+
+@needs_native
+@pytest.mark.parametrize("budget", [None, 3000])
+def test_the_recopy_takes_the_map_pass_windows_however_they_are_cut(tmp_path, monkeypatch, budget):
+    """The map pass keeps its decompressed windows (cut every 3 batches here, from the first dirty
+    batch on) while the budget allows; the recopy (cut its own way, from the segment's start) takes
+    the batches they hold and decompresses the rest: the reference's bytes either way."""
+    from kafkalog.cleaner import key_walk, window_cache
+
+    monkeypatch.setattr(key_walk, "WINDOW_BATCHES", 3)
+    taken = []
+    take = window_cache.WindowCache.take
+
+    def counting(self, *a):
+        got = take(self, *a)
+        taken.append(0 if got is None else got[0])
+        return got
+    monkeypatch.setattr(window_cache.WindowCache, "take", counting)
+    batches, offset = [], 0
+    for i in range(20):
+        recs = [(b"k%d" % ((i * 7 + j) % 23), b"value %d %d " % (i, j) * 8) for j in range(6)]
+        batches.append(replace(data(offset, recs), codec=(3, 4, 0)[i % 3]))
+        offset += len(recs)
+    segs = [batches, [data(offset, [(b"z", b"active")])]]
+    res = _both(_log_dir_of(tmp_path, segs, checkpoint=40), tmp_path, monkeypatch, T0 + 10 * DAY,
+                map_budget_bytes=budget)
+    assert res.cleaned and res.counts.records_superseded > 0
+    hits = sum(taken)
+    if budget is None:
+        assert hits >= 12           # every batch from the first dirty window's on (13 of the 20 batches)
+    else:
+        assert 0 < hits < 12        # a 3,000-byte budget keeps a few windows

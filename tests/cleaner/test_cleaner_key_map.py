@@ -66,10 +66,12 @@ def test_weak_hash_lookup_is_exact():
     col = pa.array(keys, pa.binary())
     src = np.frombuffer(b"".join(keys), np.uint8)
     pos = np.cumsum([0] + [len(k) for k in keys])
+    none = np.zeros(1, np.uint8)
     for i, k in enumerate(keys):
         h = km.key_hash(src, pos[i], len(k), True)
-        assert km.map_put(*m.arrays(), m.state, src, pos[i], len(k), h, 100 + i)
-    assert km.map_put(*m.arrays(), m.state, src, pos[0], len(keys[0]), km.key_hash(src, pos[0], 4, True), 7)
+        assert km.map_put(*m.arrays(), m.state, src, pos[i], len(k), h, 100 + i, i, False, none, none)
+    assert km.map_put(*m.arrays(), m.state, src, pos[0], len(keys[0]), km.key_hash(src, pos[0], 4, True), 7, 0, False, none,
+                         none)
     assert len(m) == len(keys)
     got = m.lookup(col, np.arange(len(keys)))
     assert got.tolist() == [7] + [100 + i for i in range(1, len(keys))]

@@ -1,0 +1,125 @@
+"""Decompressed windows the map pass keeps for the recopy, so that a compressed batch is not
+decompressed twice in one round — within the part of the cleaner's budget
+(``log.cleaner.dedupe.buffer.size`` / concurrent cleaners) that the key map and its bitsets leave.
+
+The map pass (``key_walk``) offers each window it decompressed (``offer``) and trims the cache
+whenever the map grows (``trim``): newest windows go first, so the cache never holds more than the
+budget minus what the map holds. The recopy (``filter_to``) asks for the records regions of the
+batches from index i of a segment (``take``): a window that holds batch i answers with its arrays
+from there (the window's cut need not match the recopy's), and windows of a segment are dropped as
+the recopy passes them. Only what is decompressed is kept: an uncompressed batch's records stay in
+the segment's mapping, where both passes read them.
+
+The kept bytes are copied into one arena per thread, reused from round to round: its pages, once
+touched, stay warm (a fresh allocation per window costs more in page faults than the copy).
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+
+
+@dataclass(eq=False)
+class CachedWindow:
+    """Batches [first, first + count) of a segment, their records regions as ``decompress_batches``
+    gives them: batch b's records lie in the segment's bytes (b_src 0) or ``dbuf`` (1) at
+    [b_start, b_end)."""
+    first: int
+    b_src: np.ndarray
+    b_start: np.ndarray
+    b_end: np.ndarray
+    dbuf: np.ndarray
+
+    @property
+    def count(self) -> int:
+        return len(self.b_src)
+
+    @property
+    def nbytes(self) -> int:
+        return self.dbuf.nbytes + 3 * 8 * self.count
+
+
+_ARENAS = threading.local()
+
+
+def _thread_arena(size: int) -> np.ndarray:
+    """This thread's arena of at least ``size`` bytes (pages are touched only where written)."""
+    arena = getattr(_ARENAS, "arena", None)
+    if arena is None or len(arena) < size:
+        arena = _ARENAS.arena = None          # let the old one go before the new one is made
+        arena = _ARENAS.arena = np.empty(size, np.uint8)
+    return arena
+
+
+class WindowCache:
+    """The windows kept, per segment base offset, in batch order; their bytes in this thread's
+    arena (one cache per thread at a time)."""
+
+    def __init__(self, limit: int):
+        self.limit = max(int(limit), 0)
+        self._arena = _thread_arena(self.limit) if self.limit else np.empty(0, np.uint8)
+        self._at = 0                        # arena bytes in use (windows are kept and trimmed last in, first out)
+        self.bytes = 0
+        self.hits = 0                       # batches the recopy took from here
+        self._order: List[Tuple[int, CachedWindow]] = []
+        self._by_segment: Dict[int, List[CachedWindow]] = {}
+
+    def offer(self, segment_base: int, first: int, b_src: np.ndarray, b_start: np.ndarray, b_end: np.ndarray,
+              dbuf: np.ndarray, room: int) -> bool:
+        """Keep a copy of the window when it has decompressed bytes and fits in ``room`` (the
+        budget's bytes the map does not hold) and the cache's limit."""
+        if not len(dbuf) or not (b_src != 0).any():
+            return False
+        w = CachedWindow(first, b_src.copy(), b_start.copy(), b_end.copy(), np.empty(0, np.uint8))
+        need = dbuf.nbytes + w.nbytes
+        if self.bytes + need > min(room, self.limit):
+            return False
+        n = len(dbuf)
+        if self._at + n > len(self._arena):
+            return False
+        w.dbuf = self._arena[self._at:self._at + n]
+        w.dbuf[:] = dbuf
+        self._at += n
+        self._order.append((segment_base, w))
+        self._by_segment.setdefault(segment_base, []).append(w)
+        self.bytes += w.nbytes
+        return True
+
+    def trim(self, room: int) -> None:
+        """Drop the newest windows until the cache holds at most ``room`` bytes."""
+        while self._order and self.bytes > room:
+            base, w = self._order.pop()
+            self._by_segment[base].remove(w)
+            self.bytes -= w.nbytes
+            self._at -= len(w.dbuf)
+
+    def take(self, segment_base: int, i: int, most: int) -> Optional[Tuple[int, np.ndarray, np.ndarray, np.ndarray,
+                                                                          np.ndarray]]:
+        """The records regions of batches [i, i + n) of the segment, n <= ``most``, from a window
+        that holds batch i: (n, b_src, b_start, b_end, dbuf); None when none does. Windows that end
+        at or before batch i are dropped (the recopy reads a segment once, forward)."""
+        windows = self._by_segment.get(segment_base)
+        while windows and windows[0].first + windows[0].count <= i:
+            self._drop(segment_base, windows[0])
+        if not windows or windows[0].first > i:
+            return None
+        w = windows[0]
+        k = i - w.first
+        n = min(w.count - k, most)
+        self.hits += n
+        return n, w.b_src[k:k + n], w.b_start[k:k + n], w.b_end[k:k + n], w.dbuf
+
+    def drop_segment(self, segment_base: int) -> None:
+        for w in list(self._by_segment.get(segment_base, ())):
+            self._drop(segment_base, w)
+
+    def _drop(self, base: int, w: CachedWindow) -> None:
+        self._by_segment[base].remove(w)
+        self._order.remove((base, w))
+        self.bytes -= w.nbytes
+
+
+__all__ = ["CachedWindow", "WindowCache"]
