@@ -204,6 +204,8 @@ def _insert_pass(plan, walk: _DirtyWalk, m: km.KeyMap, n_slices: int, s: int, ma
     mark = bits is not None
     bits_bytes = found.nbytes + superseded.nbytes if mark else 0
     skipped_data = False
+    if cache is not None:
+        cache.trim(m.budget - m.nbytes - bits_bytes)
     for seg, pos, first_ordinal in walk.segments:
         ordinals = _batch_ordinals(seg, first_ordinal)
         for w in _windows(seg, pos, max_batch_bytes):
@@ -312,7 +314,8 @@ def build_key_verdicts(plan, *, budget: int, load_factor: float, max_batch_bytes
                 return KeyVerdicts(end_offset, stats, key_map=m, found_bits=bits[0], superseded_bits=bits[1],
                                    map_below=first_dirty, windows=cache)
             return KeyVerdicts(end_offset, stats, key_map=m, map_below=MAP_ALWAYS, windows=cache)
-        cache = None
+        if cache is not None:
+            cache.trim(0)            # the slices take the whole budget: no window is kept, no page held
         # count the distinct keys (HyperLogLog, one more keys-only walk) to plan the slices
         registers = np.zeros(km.HLL_REGISTERS, np.uint8)
         _insert_pass(plan, walk, m, 1, 0, max_batch_bytes, mode=km.WALK_COUNT, registers=registers)

@@ -11,7 +11,9 @@ the recopy passes them. Only what is decompressed is kept: an uncompressed batch
 the segment's mapping, where both passes read them.
 
 The kept bytes are copied into one arena per thread, reused from round to round: its pages, once
-touched, stay warm (a fresh allocation per window costs more in page faults than the copy).
+touched, stay warm (a fresh allocation per window costs more in page faults than the copy). The
+arena's touched pages count against the budget too: ``trim`` gives back (``madvise``) those past
+the room the map leaves, so the map and the arena never hold more than the budget between them.
 """
 from __future__ import annotations
 
@@ -20,6 +22,8 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
+
+from kafkalog.format.buffer_pool import release_pages
 
 
 @dataclass(eq=False)
@@ -32,6 +36,7 @@ class CachedWindow:
     b_start: np.ndarray
     b_end: np.ndarray
     dbuf: np.ndarray
+    arena_end: int = 0                 # where its bytes end in the arena
 
     @property
     def count(self) -> int:
@@ -51,6 +56,7 @@ def _thread_arena(size: int) -> np.ndarray:
     if arena is None or len(arena) < size:
         arena = _ARENAS.arena = None          # let the old one go before the new one is made
         arena = _ARENAS.arena = np.empty(size, np.uint8)
+        _ARENAS.touched = 0                   # bytes from its start whose pages may be resident
     return arena
 
 
@@ -83,18 +89,25 @@ class WindowCache:
         w.dbuf = self._arena[self._at:self._at + n]
         w.dbuf[:] = dbuf
         self._at += n
+        w.arena_end = self._at
+        _ARENAS.touched = max(_ARENAS.touched, self._at)
         self._order.append((segment_base, w))
         self._by_segment.setdefault(segment_base, []).append(w)
         self.bytes += w.nbytes
         return True
 
     def trim(self, room: int) -> None:
-        """Drop the newest windows until the cache holds at most ``room`` bytes."""
+        """Drop the newest windows until the cache holds at most ``room`` bytes, and give back the
+        arena's pages past that."""
         while self._order and self.bytes > room:
             base, w = self._order.pop()
             self._by_segment[base].remove(w)
             self.bytes -= w.nbytes
-            self._at -= len(w.dbuf)
+            self._at = self._order[-1][1].arena_end if self._order else 0
+        keep = max(self._at, room, 0)
+        if len(self._arena) and _ARENAS.touched > keep:
+            release_pages(self._arena, keep, _ARENAS.touched)
+            _ARENAS.touched = keep
 
     def take(self, segment_base: int, i: int, most: int) -> Optional[Tuple[int, np.ndarray, np.ndarray, np.ndarray,
                                                                           np.ndarray]]:
@@ -120,6 +133,7 @@ class WindowCache:
         self._by_segment[base].remove(w)
         self._order.remove((base, w))
         self.bytes -= w.nbytes
+        self._at = self._order[-1][1].arena_end if self._order else 0
 
 
 __all__ = ["CachedWindow", "WindowCache"]

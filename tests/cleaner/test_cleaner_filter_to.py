@@ -190,3 +190,26 @@ def test_the_recopy_takes_the_map_pass_windows_however_they_are_cut(tmp_path, mo
         assert hits >= 12           # every batch from the first dirty window's on (13 of the 20 batches)
     else:
         assert 0 < hits < 12        # a 3,000-byte budget keeps a few windows
+
+
+def test_the_window_arena_gives_back_what_the_map_needs():
+    """The arena's touched pages and the map share the budget: trimming to a smaller room drops the
+    newest windows and releases the pages past the room, so a later round's map has its bytes."""
+    from kafkalog.cleaner import window_cache as wc
+
+    cache = wc.WindowCache(1 << 20)
+    cache.trim(0)                   # (the thread's arena may hold an earlier test's pages)
+    src = np.zeros(4, np.int64)
+    for i in range(4):
+        assert cache.offer(7, 10 * i, np.ones(10, np.int64), src[:0].repeat(10), src[:0].repeat(10),
+                           np.full(100_000, i, np.uint8), room=1 << 20)
+    assert cache.bytes == 4 * (100_000 + 240) and wc._ARENAS.touched == 400_000
+    cache.trim(250_000)
+    assert cache.bytes == 2 * (100_000 + 240) and wc._ARENAS.touched == 250_000
+    n, b_src, _s, _e, dbuf = cache.take(7, 15, 100)
+    assert n == 5 and len(b_src) == 5 and int(dbuf[0]) == 1
+    assert cache.take(7, 25, 100) is None            # the window of batches 20-29 went in the trim
+    assert not cache.offer(7, 40, np.ones(10, np.int64), src[:0].repeat(10), src[:0].repeat(10),
+                           np.zeros(300_000, np.uint8), room=300_000)      # no room left for it
+    cache.trim(0)
+    assert cache.bytes == 0 and wc._ARENAS.touched == 0
