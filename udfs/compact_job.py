@@ -223,7 +223,9 @@ def main(argv: Sequence[str], *, spark=None) -> int:
                     asked.setdefault(folder, []).append(offset)
         progress(f"{'dry-run of' if args.dry_run else 'compacting'} {len(folders)} folders in {len(usable)} "
                  f"log dir(s) as of {now}, one task per folder")
+        stage_started = time.monotonic()
         rows = compact_folders(spark, folders, configs=configs, now=now, dry_run=args.dry_run, explain=asked)
+        stage_s = time.monotonic() - stage_started
 
     partitions = sorted((_finish_row(r) for r in rows), key=lambda p: (p["log_dir"], p["topic"], p["partition"]))
     explained = [dict(topic=t, partition=n, offset=o, explanation=_explain_text(t, n, o, rows, asked))
@@ -236,7 +238,7 @@ def main(argv: Sequence[str], *, spark=None) -> int:
         progress(f"{len(audit_input)} partition rows appended to {args.audit} (Delta version {audit['version']})")
     summary = _summary(partitions)
     summary.update(log_dirs_refused=refused, dry_run=bool(args.dry_run), now_ms=now,
-                   duration_s=round(time.monotonic() - started, 3))
+                   duration_s=round(time.monotonic() - started, 3), stage_s=round(stage_s, 3))
     report = dict(job=JOB, run_id=run_id, now_ms=now, dry_run=bool(args.dry_run), summary=summary,
                   partitions=partitions, explain=explained, audit=audit)
     _print_summary(report)

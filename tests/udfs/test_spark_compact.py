@@ -142,6 +142,7 @@ def test_compact_equals_the_local_cleaner_then_dry_run_and_second_run_change_not
     assert tree(tmp_path / "spark") == after
     again = json.loads((tmp_path / "again.json").read_text())
     assert again["summary"]["statuses"] == {"skipped": 5}
+    assert 0 < again["summary"]["stage_s"] <= again["summary"]["duration_s"]     # the stage's part of the run
 
     # the audit table: one row per partition and run, appended (dry run, then run)
     table = delta_tables.read_table(spark, audit_path)
