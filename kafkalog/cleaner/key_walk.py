@@ -136,11 +136,16 @@ class KeyVerdicts:
         of the recopied range, with their ``offsets``: the offset to compare with (NOT_FOUND when the
         key is not in the map)."""
         offsets = offsets.astype(np.int64, copy=False)
+        ordinals = ordinals.astype(np.int64, copy=False)
         out = np.empty(len(ordinals), np.int64)
-        km.bits_kernel(self.found_bits, self.superseded_bits, ordinals.astype(np.int64, copy=False), offsets, out)
-        asked = offsets < self.map_below
-        if self.key_map is not None and asked.any():
+        asked = offsets < self.map_below if self.key_map is not None else np.zeros(len(offsets), np.bool_)
+        if asked.any():
             out[asked] = self.key_map.lookup(keys, index[asked])
+        if not asked.all():          # (the bitsets exist wherever the map is not asked)
+            rest = ~asked
+            answers = np.empty(int(rest.sum()), np.int64)
+            km.bits_kernel(self.found_bits, self.superseded_bits, ordinals[rest], offsets[rest], answers)
+            out[rest] = answers
         return out
 
 
