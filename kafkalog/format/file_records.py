@@ -21,6 +21,7 @@ from kafkalog.errors import (BatchSizeError, CorruptRecordError, CrcMismatchErro
                              TruncatedBatchError, UnknownMagicError)
 from kafkalog.format import legacy_record as legacy
 from kafkalog.format import record_batch as rb
+from kafkalog.format.buffer_pool import release_pages
 from kafkalog.format.native import native_functions
 from kafkalog.format.schema import BATCH_SCHEMA
 from kafkalog.format.varint import wrap_int64
@@ -36,6 +37,11 @@ ERR_V2_SMALL = 4    # v2 batch shorter than its 61-byte header
 ERR_LEGACY_SMALL = 5
 ERR_MAGIC = 6
 ERR_COUNT = 7       # negative recordsCount
+
+# A mapped file is walked and CRC-checked this many bytes at a time, each window's pages dropped from
+# the process's resident set once checked: a scan's RSS stays near one window, not the file's size
+# (a 1 GB segment's CRC check would otherwise leave 1 GB of file pages counted in the RSS until unmapped).
+SCAN_WINDOW_BYTES = 8 << 20
 
 _FIELDS = ("position", "size", "baseOffset", "lastOffset", "magic", "attributes", "baseTimestamp",
            "maxTimestamp", "producerId", "producerEpoch", "baseSequence", "recordsCount",
@@ -279,23 +285,36 @@ def header_table(h: HeaderArrays, crc_valid: Optional[np.ndarray]) -> pa.Table:
 
 
 def scan_buffer(buf, *, path=None, start: int = 0, end: Optional[int] = None, verify_crc: bool = True,
-                on_corrupt: str = "raise", max_bytes: Optional[int] = None, engine: str = "auto") -> ScanResult:
+                on_corrupt: str = "raise", max_bytes: Optional[int] = None, engine: str = "auto",
+                drop_pages: bool = False) -> ScanResult:
     """Walk batches in ``buf[start:end]``. ``on_corrupt``: "raise" (default) or "stop" (Kafka's recovery:
     keep the valid prefix, report the first problem in ``ScanResult.error``). ``max_bytes`` reads at
     most that many bytes (kafka-dump-log's --max-bytes): a batch crossing the limit ends the walk
-    quietly."""
+    quietly. ``drop_pages``: ``buf`` is a read-only file mapping (``MappedFile.array``), walked and
+    checked ``SCAN_WINDOW_BYTES`` at a time, each window's pages released once checked (never pass it
+    for memory the process owns: released anonymous pages read back as zeros)."""
     if on_corrupt not in ("raise", "stop"):
         raise ValueError("on_corrupt must be 'raise' or 'stop'")
     engine = resolve_engine(engine)
     file_end = len(buf) if end is None else end
     walk_end = file_end if max_bytes is None else min(file_end, start + max_bytes)
-    cap = max(16, (walk_end - start) // 40 + 16)   # 26 bytes = the smallest entry; grow when needed
-    parts = []
+    window = SCAN_WINDOW_BYTES if drop_pages else 1 << 62
+    # 26 bytes = the smallest entry; a full window goes on in the next one. Sized per window, the
+    # arrays stay below numpy's 4 MiB huge-page threshold (a 2 MiB page per touched array otherwise).
+    cap = max(16, (min(walk_end - start, window)) // 40 + 16)
+    parts, crc_parts = [], []
     pos = start
     while True:
+        at = pos
         out = HeaderArrays.empty(min(cap, (walk_end - pos) // MIN_ENTRY_SIZE + 1))
-        n, status, pos = scan_window(buf, pos, walk_end, 1 << 62, out, engine)
+        n, status, pos = scan_window(buf, pos, walk_end, window, out, engine)
         parts.append(out.head(n))
+        if drop_pages:
+            if verify_crc:
+                crc_parts.append(check_crcs(buf, parts[-1], n))
+            release_pages(buf, at, pos)
+            if verify_crc and not crc_parts[-1].all():
+                break        # the first bad CRC is the walk's first problem: nothing after it is read
         if status != OK_WINDOW:
             break
     h = HeaderArrays.concat(parts)
@@ -305,7 +324,12 @@ def scan_buffer(buf, *, path=None, start: int = 0, end: Optional[int] = None, ve
             status = OK_END   # the --max-bytes limit cut the batch, not the file
         else:
             error = walk_error(status, buf, pos, walk_end, path)
-    crc_valid = check_crcs(buf, h, len(h)) if verify_crc else None
+    if not verify_crc:
+        crc_valid = None
+    elif drop_pages:
+        crc_valid = np.concatenate(crc_parts) if crc_parts else np.empty(0, np.bool_)
+    else:
+        crc_valid = check_crcs(buf, h, len(h))
     if crc_valid is not None and not crc_valid.all():
         bad = int(np.argmin(crc_valid))
         crc_err = crc_error(buf, h, bad, path)
@@ -392,4 +416,4 @@ def scan_batches(path, *, verify_crc: bool = True, on_corrupt: str = "raise", ma
     from kafkalog.log.filesystem import open_view
     with open_view(path) as f:
         return scan_buffer(f.array, path=path, verify_crc=verify_crc, on_corrupt=on_corrupt, max_bytes=max_bytes,
-                           engine=engine)
+                           engine=engine, drop_pages=isinstance(f, MappedFile))
