@@ -203,6 +203,13 @@ def _explain_text(topic: str, partition: int, offset: int, rows: List[dict], ask
     return f"offset {offset}: partition not cleaned ({r['reason']})"
 
 
+def _session_conf(master: Optional[str]) -> Dict[str, str]:
+    """A local master's workers fork from ``udfs.lean_daemon`` (no pandas: see there); executors
+    elsewhere keep pyspark's daemon, as their Python path may not hold this tree when it starts."""
+    master = master or os.environ.get("SPARK_MASTER") or "local"
+    return {"spark.python.daemon.module": "udfs.lean_daemon"} if master.startswith("local") else {}
+
+
 def main(argv: Sequence[str], *, spark=None) -> int:
     args, configs, log_dirs, now, run_id, run_at, started = start_job(build_parser(), argv)
     if not args.dry_run:
@@ -214,7 +221,7 @@ def main(argv: Sequence[str], *, spark=None) -> int:
     note = "dry run only — a real run refuses it"
     with locked_log_dirs(log_dirs, modifying=not args.dry_run, read_only_note=note) as (usable, refused):
         folders = partition_folders_of(usable, topics)
-        spark = spark or build_session(f"kafkalog-{JOB}", master=args.master)
+        spark = spark or build_session(f"kafkalog-{JOB}", master=args.master, conf=_session_conf(args.master))
         asked: Dict[str, List[int]] = {}
         for topic, partition, offset in args.explain:
             for _d, folder in folders:
