@@ -64,7 +64,7 @@ def _without_location(report: dict, location: str) -> dict:
 def _without_timings(value):
     if isinstance(value, dict):
         return {k: _without_timings(v) for k, v in value.items()
-                if k not in ("run_id", "run_at_ms", "duration_s", "duration_ms")}
+                if k not in ("run_id", "run_at_ms", "duration_s", "duration_ms", "stage_s")}
     if isinstance(value, list):
         return [_without_timings(v) for v in value]
     return value
