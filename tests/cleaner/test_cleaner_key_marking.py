@@ -18,6 +18,7 @@ from kafkalog.format import control_record as cr
 from kafkalog.log.records_io import iter_segment
 
 from cleaner_model import DAY, T0, data, flatten, log_config, marker, write_partition
+from test_cleaner_properties import build
 
 KEYS = [b"a", b"b", b"c", b"d", b"e", b"ff", None]
 op = st.one_of(
@@ -28,30 +29,6 @@ op = st.one_of(
     st.tuples(st.just("end"), st.integers(1, 2), st.sampled_from([cr.COMMIT, cr.ABORT])),
     st.tuples(st.just("roll")),
 )
-
-
-def _build(ops):
-    segments, current, offset, open_txn = [], [], 0, set()
-    for o in ops:
-        if o[0] == "put":
-            current.append(data(offset, o[1]))
-            offset += len(o[1])
-        elif o[0] == "txn":
-            current.append(data(offset, o[2], pid=o[1], txn=True))
-            open_txn.add(o[1])
-            offset += len(o[2])
-        elif o[0] == "end":
-            if o[1] in open_txn:
-                current.append(marker(offset, o[1], o[2]))
-                open_txn.discard(o[1])
-                offset += 1
-        elif current:
-            segments.append(current)
-            current = []
-    if current:
-        segments.append(current)
-    segments.append([data(offset, [(b"z", b"active")])])
-    return segments
 
 
 def _answers(plan, verdicts):
@@ -81,7 +58,7 @@ def _answers(plan, verdicts):
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops=st.lists(op, min_size=3, max_size=30), checkpoint_at=st.floats(0, 1), slices=st.sampled_from([1, 3]))
 def test_bits_answer_as_the_map(ops, checkpoint_at, slices):
-    segments = _build(ops)
+    segments, _open = build(ops)
     leo = flatten(segments)[-1].last + 1
     with tempfile.TemporaryDirectory() as tmp:
         d = write_partition(Path(tmp), segments, checkpoint=int(checkpoint_at * leo))
