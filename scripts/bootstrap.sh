@@ -19,3 +19,10 @@ if ! { .venv/bin/python -m pip install -q --upgrade pip && .venv/bin/python -m p
   echo "bootstrap: installing kafkalog into .venv failed (log above, also in .venv/bootstrap.log)" >&2
   exit 1
 fi
+# Compile the numba kernels into the cache the jobs' Python workers read (NUMBA_CACHE_DIR, as
+# udfs/session.py and conf/spark-defaults.conf set it), so no worker compiles them in its first task.
+# Seconds the first time, under one after; a failure here is reported and does not stop the setup.
+if ! NUMBA_CACHE_DIR="${NUMBA_CACHE_DIR:-/tmp/kafkalog-numba-cache}" .venv/bin/python -m kafkalog.tools.warm \
+     2>> .venv/bootstrap.log; then
+  echo "bootstrap: compiling the kernels ahead failed (see the end of .venv/bootstrap.log); jobs compile them on first use" >&2
+fi
