@@ -62,11 +62,13 @@ def _thread_arena(size: int) -> np.ndarray:
 
 class WindowCache:
     """The windows kept, per segment base offset, in batch order; their bytes in this thread's
-    arena (one cache per thread at a time)."""
+    arena. The arena has one owner at a time: the newest cache made in the thread; an older one
+    then keeps and gives nothing (its windows' bytes may be overwritten), so its recopy decompresses."""
 
     def __init__(self, limit: int):
         self.limit = max(int(limit), 0)
         self._arena = _thread_arena(self.limit) if self.limit else np.empty(0, np.uint8)
+        _ARENAS.owner = self
         self._at = 0                        # arena bytes in use (windows are kept and trimmed last in, first out)
         self.bytes = 0
         self.hits = 0                       # batches the recopy took from here
@@ -77,7 +79,7 @@ class WindowCache:
               dbuf: np.ndarray, room: int) -> bool:
         """Keep a copy of the window when it has decompressed bytes and fits in ``room`` (the
         budget's bytes the map does not hold) and the cache's limit."""
-        if not len(dbuf) or not (b_src != 0).any():
+        if not self._owns_arena() or not len(dbuf) or not (b_src != 0).any():
             return False
         w = CachedWindow(first, b_src.copy(), b_start.copy(), b_end.copy(), np.empty(0, np.uint8))
         need = dbuf.nbytes + w.nbytes
@@ -99,6 +101,8 @@ class WindowCache:
     def trim(self, room: int) -> None:
         """Drop the newest windows until the cache holds at most ``room`` bytes, and give back the
         arena's pages past that."""
+        if not self._owns_arena():
+            return
         while self._order and self.bytes > room:
             base, w = self._order.pop()
             self._by_segment[base].remove(w)
@@ -114,6 +118,8 @@ class WindowCache:
         """The records regions of batches [i, i + n) of the segment, n <= ``most``, from a window
         that holds batch i: (n, b_src, b_start, b_end, dbuf); None when none does. Windows that end
         at or before batch i are dropped (the recopy reads a segment once, forward)."""
+        if not self._owns_arena():
+            return None
         windows = self._by_segment.get(segment_base)
         while windows and windows[0].first + windows[0].count <= i:
             self._drop(segment_base, windows[0])
@@ -124,6 +130,12 @@ class WindowCache:
         n = min(w.count - k, most)
         self.hits += n
         return n, w.b_src[k:k + n], w.b_start[k:k + n], w.b_end[k:k + n], w.dbuf
+
+    def _owns_arena(self) -> bool:
+        if getattr(_ARENAS, "owner", None) is self:
+            return True
+        self._order, self._by_segment, self.bytes, self._at = [], {}, 0, 0     # its bytes are another's now
+        return False
 
     def drop_segment(self, segment_base: int) -> None:
         for w in list(self._by_segment.get(segment_base, ())):

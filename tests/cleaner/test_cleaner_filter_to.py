@@ -213,3 +213,19 @@ def test_the_window_arena_gives_back_what_the_map_needs():
                            np.zeros(300_000, np.uint8), room=300_000)      # no room left for it
     cache.trim(0)
     assert cache.bytes == 0 and wc._ARENAS.touched == 0
+
+
+def test_a_newer_window_cache_in_the_thread_takes_the_arena():
+    """Two map passes' verdicts alive at once in one thread: the arena is the newer one's, and the
+    older cache gives nothing (its recopy decompresses) rather than bytes the newer one overwrote."""
+    from kafkalog.cleaner import window_cache as wc
+
+    zeros = np.zeros(10, np.int64)
+    old = wc.WindowCache(1 << 20)
+    assert old.offer(1, 0, np.ones(10, np.int64), zeros, zeros, np.full(1000, 7, np.uint8), room=1 << 20)
+    new = wc.WindowCache(1 << 20)
+    assert new.offer(1, 0, np.ones(10, np.int64), zeros, zeros, np.full(1000, 9, np.uint8), room=1 << 20)
+    assert old.take(1, 0, 10) is None and old.bytes == 0
+    assert not old.offer(1, 10, np.ones(10, np.int64), zeros, zeros, np.full(10, 1, np.uint8), room=1 << 20)
+    n, _src, _s, _e, dbuf = new.take(1, 0, 10)
+    assert n == 10 and int(dbuf[0]) == 9
