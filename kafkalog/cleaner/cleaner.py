@@ -55,7 +55,7 @@ import numpy as np
 from kafkalog.log.names import CLEANER_OFFSET_CHECKPOINT
 from kafkalog.cleaner import fast_filter
 from kafkalog.cleaner import key_map as km
-from kafkalog.cleaner.key_walk import KeyVerdicts, build_key_verdicts
+from kafkalog.cleaner.key_walk import KeyVerdicts, build_key_verdicts, segment_ordinals
 from kafkalog.cleaner.offset_map import ExactOffsetMap, OffsetMap, build_offset_map, map_entries
 from kafkalog.cleaner.plan import PartitionPlan, dirty_batches, map_tracker, max_batch_bytes, plan_partition
 from kafkalog.cleaner.record_filter import FilterCounts, FilteredBatch, filter_batch, is_batch_last_record_of_producer
@@ -400,11 +400,7 @@ def _clean_locked(partition_dir: Path, *, config: LogConfig, now_ms: int, broker
         result.map_size = len(offset_map) if hasattr(offset_map, "__len__") else 0
         result.end_offset = end_offset
         recopied = [s for s in plan.segments if s.base_offset < end_offset]
-        ordinals: Dict[int, int] = {}          # each recopied segment's first record in the recopied range
-        ordinal = 0
-        for s in recopied:
-            ordinals[s.base_offset] = ordinal
-            ordinal += int(np.maximum(s.scan().headers.recordsCount.astype(np.int64), 0).sum())
+        ordinals, _records = segment_ordinals(recopied)    # each recopied segment's first record's ordinal
         groups = group_segments_by_size(
             [s.segment for s in recopied],
             max_size=config.segment_bytes, max_index_size=config.segment_index_bytes,

@@ -75,7 +75,6 @@ WALK_MALFORMED = 2  # a record does not walk (the decoder would refuse it and na
 
 # state slots
 _KEYS, _ARENA_USED, _MAX_KEYS, _OUT_OF_ORDER = 0, 1, 2, 3
-STATE_WORDS = 4
 
 ORDINAL_SHIFT = np.int64(32)
 ARENA_LIMIT = 1 << 32                    # arena bytes a slot's place word can address

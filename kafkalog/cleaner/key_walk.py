@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Iterator, List, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -158,6 +158,16 @@ class _DirtyWalk:
     records: int                                       # records of the walked batches (an upper bound on keys)
 
 
+def segment_ordinals(segments: Sequence[SegmentHandle]) -> Tuple[Dict[int, int], int]:
+    """Each segment's first record's ordinal in the range the segments form, by base offset, and the
+    range's records (a batch with a negative count holds none): how the bitsets number records."""
+    firsts, total = {}, 0
+    for seg in segments:
+        firsts[seg.base_offset] = total
+        total += int(np.maximum(seg.scan().headers.recordsCount.astype(np.int64), 0).sum())
+    return firsts, total
+
+
 def _batch_ordinals(seg: SegmentHandle, first_ordinal: int) -> np.ndarray:
     """Per batch of ``seg``: the ordinal of its first record in the recopied range."""
     counts = np.maximum(seg.scan().headers.recordsCount.astype(np.int64), 0)
@@ -190,7 +200,6 @@ def _enter_flags(w: _Window, tracker: CleanedTransactionMetadata) -> Tuple[np.nd
 @dataclass
 class _PassResult:
     complete: bool             # every key of the slice went in (False: the map filled)
-    put: int                   # records put (or counted) before it filled
     marked: bool = False       # the bits it set are the map's answers for the dirty records
 
 
@@ -204,7 +213,6 @@ def _insert_pass(plan, walk: _DirtyWalk, m: km.KeyMap, n_slices: int, s: int, ma
     tracker = CleanedTransactionMetadata()
     tracker.add_aborted_transactions(collect_aborted_transactions(
         plan.segments, plan.first_dirty_offset, plan.upper_bound_offset, plan.log_start_offset))
-    put = 0
     found, superseded = bits if bits is not None else (registers if registers is not None else NO_BITS, NO_BITS)
     mark = bits is not None
     bits_bytes = found.nbytes + superseded.nbytes if mark else 0
@@ -220,11 +228,10 @@ def _insert_pass(plan, walk: _DirtyWalk, m: km.KeyMap, n_slices: int, s: int, ma
             b_ordinal = ordinals[w.first:w.first + len(counts)]
             b, k, at = 0, 0, -1
             while True:
-                status, b, k, at, walked = km.walk_keys_kernel(
+                status, b, k, at, _walked = km.walk_keys_kernel(
                     mode, w.buf, w.dbuf, w.b_src, w.b_start, w.b_end, counts, w.headers.baseOffset, flags,
                     b_ordinal, plan.first_dirty_offset, plan.upper_bound_offset, m.weak_hash, n_slices, s,
                     *m.arrays(), m.state, found, superseded, mark, b, k, at)
-                put += walked
                 if status != km.WALK_FULL or not m.grow():
                     break
                 if cache is not None:
@@ -233,21 +240,20 @@ def _insert_pass(plan, walk: _DirtyWalk, m: km.KeyMap, n_slices: int, s: int, ma
                 cache.offer(seg.base_offset, w.first, w.b_src, w.b_start, w.b_end, w.dbuf,
                             room=m.budget - m.nbytes - bits_bytes)
             if status == km.WALK_FULL:
-                return _PassResult(False, put)
+                return _PassResult(False)
             if status == km.WALK_MALFORMED:
                 _refuse(w, seg, b, at, max_batch_bytes)
-    return _PassResult(True, put, mark and not skipped_data and not m.out_of_order)
+    return _PassResult(True, mark and not skipped_data and not m.out_of_order)
 
 
-def _mark_pass(plan, recopied: Sequence[SegmentHandle], m: km.KeyMap, n_slices: int, s: int, below_offset: int,
-               found: np.ndarray, superseded: np.ndarray, max_batch_bytes: int) -> None:
+def _mark_pass(plan, recopied: Sequence[SegmentHandle], first_ordinals: Dict[int, int], m: km.KeyMap, n_slices: int,
+               s: int, below_offset: int, found: np.ndarray, superseded: np.ndarray, max_batch_bytes: int) -> None:
     """Set the bits of the recopied records below ``below_offset`` whose keys (of slice s) the map
     holds: found, and superseded when the map's offset is greater."""
-    ordinal = 0
     for seg in recopied:
         if seg.base_offset >= below_offset:
             break
-        ordinals = _batch_ordinals(seg, ordinal)
+        ordinals = _batch_ordinals(seg, first_ordinals[seg.base_offset])
         for w in _windows(seg, 0, max_batch_bytes):
             h = w.headers
             counts = np.maximum(h.recordsCount.astype(np.int64), 0)
@@ -258,7 +264,6 @@ def _mark_pass(plan, recopied: Sequence[SegmentHandle], m: km.KeyMap, n_slices: 
                 *m.arrays(), m.state, found, superseded, False, 0, 0, -1)
             if status == km.WALK_MALFORMED:
                 _refuse(w, seg, b, at, max_batch_bytes)
-        ordinal += int(np.maximum(seg.scan().headers.recordsCount.astype(np.int64), 0).sum())
 
 
 def _dirty_outside_walk(recopied: Sequence[SegmentHandle], starts, first_dirty: int) -> bool:
@@ -290,10 +295,7 @@ def build_key_verdicts(plan, *, budget: int, load_factor: float, max_batch_bytes
     end_offset = plan.upper_bound_offset
     first_dirty = plan.first_dirty_offset
     recopied = [s for s in plan.segments if s.base_offset < end_offset]
-    seg_ordinal, nbits = {}, 0
-    for s in recopied:
-        seg_ordinal[s.base_offset] = nbits
-        nbits += int(np.maximum(s.scan().headers.recordsCount.astype(np.int64), 0).sum())
+    seg_ordinal, nbits = segment_ordinals(recopied)
     mark = mark and nbits < km.MAX_MARKED_RECORDS
     dirty = plan.dirty_segments()
     starts = [(s, start_position(s, first_dirty) if i == 0 else 0, seg_ordinal[s.base_offset])
@@ -341,12 +343,12 @@ def build_key_verdicts(plan, *, budget: int, load_factor: float, max_batch_bytes
                 for earlier in range(s):
                     m.clear()
                     _insert_pass(plan, walk, m, n_slices, earlier, max_batch_bytes)
-                    _mark_pass(plan, recopied, m, n_slices, earlier, end_offset, found, superseded, max_batch_bytes)
+                    _mark_pass(plan, recopied, seg_ordinal, m, n_slices, earlier, end_offset, found, superseded, max_batch_bytes)
                 m.clear()
                 _insert_pass(plan, walk, m, n_slices, s, max_batch_bytes)
             keys += len(m)
             stats.bytes, stats.capacity = max(stats.bytes, m.nbytes), m.capacity
-            _mark_pass(plan, recopied, m, n_slices, s, first_dirty if mark else end_offset, found, superseded,
+            _mark_pass(plan, recopied, seg_ordinal, m, n_slices, s, first_dirty if mark else end_offset, found, superseded,
                        max_batch_bytes)
         else:
             stats.passes, stats.keys = n_slices, keys
@@ -357,4 +359,4 @@ def build_key_verdicts(plan, *, budget: int, load_factor: float, max_batch_bytes
                         hint="raise log.cleaner.dedupe.buffer.size")
 
 
-__all__ = ["KeyVerdicts", "MAP_ALWAYS", "MAP_NEVER", "NO_BITS", "build_key_verdicts"]
+__all__ = ["KeyVerdicts", "MAP_ALWAYS", "MAP_NEVER", "NO_BITS", "build_key_verdicts", "segment_ordinals"]

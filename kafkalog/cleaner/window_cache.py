@@ -71,7 +71,6 @@ class WindowCache:
         _ARENAS.owner = self
         self._at = 0                        # arena bytes in use (windows are kept and trimmed last in, first out)
         self.bytes = 0
-        self.hits = 0                       # batches the recopy took from here
         self._order: List[Tuple[int, CachedWindow]] = []
         self._by_segment: Dict[int, List[CachedWindow]] = {}
 
@@ -128,7 +127,6 @@ class WindowCache:
         w = windows[0]
         k = i - w.first
         n = min(w.count - k, most)
-        self.hits += n
         return n, w.b_src[k:k + n], w.b_start[k:k + n], w.b_end[k:k + n], w.dbuf
 
     def _owns_arena(self) -> bool:
