@@ -149,16 +149,22 @@ def read_chunks(positions: Sequence[int], sizes: Sequence[int], *, buffer_size: 
 
 # --- one group -------------------------------------------------------------------------------
 
+WRITEBACK_BYTES = 8 << 20      # the sink starts the disk write of every this many bytes written
+
+
 class _Sink:
     """A group's cleaned .log bytes, streamed to ``<base>.log.cleaned`` as they are produced (so a
     round never holds a group's output in memory), or only counted (dry run: ``path`` None). A
-    digest of what was written lets the swap verify the file read back."""
+    digest of what was written lets the swap verify the file read back. Every WRITEBACK_BYTES the
+    disk write of what was written is started (``durable.start_writeback``), so the fsync at the end
+    waits for the last few MiB only (before: the whole group's bytes)."""
 
     def __init__(self, path: Optional[Path]):
         self.path = path
         self.size = 0
         self._crc = 0 if path is not None else None
         self._file = None
+        self._written_back = 0
         if path is not None:
             self._file = durable.open_for_write(path, buffering=1 << 20)
 
@@ -167,6 +173,9 @@ class _Sink:
             self._file.write(data)
             self._crc = crc32c_update(data, self._crc)
         self.size += len(data)
+        if self._file is not None and self.size - self._written_back >= WRITEBACK_BYTES:
+            durable.start_writeback(self._file.fileno(), self._written_back, self.size - self._written_back)
+            self._written_back = self.size
 
     def digest(self) -> Optional[int]:
         return self._crc

@@ -330,6 +330,32 @@ def open_for_write(path: PathLike, *, buffering: int = 1 << 20, owner: Optional[
     return io.BufferedWriter(_FencedRaw(fd, path), buffer_size=buffering)
 
 
+_SYNC_FILE_RANGE_WRITE = 2          # <linux/fs.h>: start writeback of the range's dirty pages, do not wait
+_SYNC_FILE_RANGE = None              # libc's sync_file_range, looked up once (False where it is missing)
+
+
+def start_writeback(fd: int, offset: int, length: int) -> bool:
+    """Start writing back the dirty pages of bytes [offset, offset + length) of ``fd`` without waiting
+    (Linux ``sync_file_range(SYNC_FILE_RANGE_WRITE)``), so that the fsync that makes the file durable
+    later finds little left to write: a file written in a long stream then costs no long wait at its
+    end. Durability still comes only from that fsync. False (nothing done) where the call is missing."""
+    global _SYNC_FILE_RANGE
+    if _SYNC_FILE_RANGE is None:
+        _SYNC_FILE_RANGE = False
+        try:
+            import ctypes
+
+            fn = ctypes.CDLL(None, use_errno=True).sync_file_range
+            fn.argtypes = (ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong, ctypes.c_uint)
+            fn.restype = ctypes.c_int
+            _SYNC_FILE_RANGE = fn
+        except (OSError, AttributeError):
+            pass
+    if not _SYNC_FILE_RANGE or length <= 0:
+        return False
+    return _SYNC_FILE_RANGE(fd, offset, length, _SYNC_FILE_RANGE_WRITE) == 0
+
+
 def rename(src: PathLike, dst: PathLike) -> None:
     """``os.replace``, after the fence check (a symlink is renamed itself, never followed)."""
     check_fences("renaming", src)

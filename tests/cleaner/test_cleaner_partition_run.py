@@ -124,3 +124,26 @@ def test_a_partition_left_mid_swap_is_refused_not_repaired(tmp_path):
     row = run_partition(str(d.parent), str(d), configs=_configs(), now_ms=NOW, dry_run=False)
     assert row["status"] == ERROR and row["outcome"] == "failed" and "kafkalog recover" in row["reason"]
     assert (d / "00000000000000000000.log.cleaned").exists()
+
+
+def test_the_sink_starts_the_disk_write_as_it_goes_and_writes_the_same_bytes(tmp_path, monkeypatch):
+    """Every WRITEBACK_BYTES written, the cleaned .log's disk write is started for the range written
+    since the last start (contiguous, increasing); the files are those of a round without it."""
+    logs_a, logs_b = tmp_path / "a", tmp_path / "b"
+    d = write_partition(logs_a, crash_log())
+    shutil.copytree(logs_a, logs_b)
+    plain = cleaner_mod.clean_partition(logs_b / d.name, config=grouped_config(d), now_ms=NOW)
+    calls = []
+    real = cleaner_mod.durable.start_writeback
+
+    def record(fd, offset, length):
+        calls.append((offset, length))
+        return real(fd, offset, length)
+    monkeypatch.setattr(cleaner_mod, "WRITEBACK_BYTES", 64)
+    monkeypatch.setattr(cleaner_mod.durable, "start_writeback", record)
+    res = cleaner_mod.clean_partition(d, config=grouped_config(d), now_ms=NOW)
+    assert res.cleaned and plain.cleaned
+    assert calls and all(length >= 64 for _, length in calls)
+    for prev, cur in zip(calls, calls[1:]):
+        assert cur[0] == prev[0] + prev[1] or cur[0] < prev[0]      # contiguous within a sink; a new sink restarts
+    assert _files(d) == _files(logs_b / d.name)

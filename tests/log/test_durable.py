@@ -217,3 +217,26 @@ def test_a_worker_stops_changing_the_dir_the_instant_its_driver_dies(tmp_path):
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+# --- early writeback -------------------------------------------------------------------------------
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="sync_file_range is Linux's")
+def test_start_writeback_starts_the_write_and_changes_nothing(tmp_path):
+    path = tmp_path / "00000000000000000000.log.cleaned"
+    data = os.urandom(3 << 20)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, data)
+        assert durable.start_writeback(fd, 0, len(data)) is True
+        assert durable.start_writeback(fd, 1 << 20, 0) is False          # an empty range: nothing to do
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    assert path.read_bytes() == data
+
+
+def test_start_writeback_of_a_closed_file_reports_false_instead_of_raising(tmp_path):
+    fd = os.open(tmp_path / "f", os.O_WRONLY | os.O_CREAT, 0o644)
+    os.close(fd)
+    assert durable.start_writeback(fd, 0, 4096) is False
