@@ -23,7 +23,11 @@ Measured, in this order, in one run:
    issue's definition, as noisy as a JVM start on a shared machine) and by stage (the compact
    stage's wall time in the job's report, ``summary.stage_s``, minus the tiny runs' — the same
    subtraction without the JVM start and exit);
-4. budget: the job on *distinct* with ``log.cleaner.dedupe.buffer.size`` = 2 × 32 MiB (two task
+4. floor: the codecs and the write alone on the same round (``bench/codec_floor.py``): every compressed
+   source batch decompressed once, every rewritten compressed batch of single's output recompressed
+   (and CRC'd), the output written and fsynced — a lower bound for any exact cleaner on these bytes,
+   so ``decode ÷ floor`` is the most ``single ÷ decode`` can reach here on one core;
+5. budget: the job on *distinct* with ``log.cleaner.dedupe.buffer.size`` = 2 × 32 MiB (two task
    slots: 32 MiB per task): passes, exact survivors, the Python worker's peak RSS.
 
 Targets (issue 15): single ≥ 0.5 × decode; job net ≥ 0.6 × cores × single; job output = single's;
@@ -46,6 +50,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.codec_floor import measure_floor
 from bench.gen import Batch, frame_batch
 from bench.readme import update_block
 from kafkalog.checkpoint.offset import write_offset_checkpoint
@@ -161,6 +166,7 @@ def _fresh(src: Path, name: str) -> Path:
     work = ROOT / "compact15-work" / name
     shutil.rmtree(work, ignore_errors=True)
     shutil.copytree(src, work)
+    os.sync()                   # the copy's writeback done before anything is timed (it competed with the runs)
     return work
 
 
@@ -363,6 +369,7 @@ def main(argv=None) -> int:
     runs = []
     for rep in range(args.reps):
         r = dict(decode=measure_decode(mixed), single=measure_single(mixed, "single"))
+        r["floor"] = measure_floor(mixed, Path(r["single"]["work"]), ROOT)
         r["job_tiny"] = run_job(tiny, "job-tiny")
         r["job"] = run_job(mixed, "job")
         r["job_tiny_after"] = run_job(tiny, "job-tiny")
@@ -394,13 +401,14 @@ def render(result: dict) -> str:
     lines = [f"{len(result['runs'])} run(s), load average {result['load_start'][0]:.2f} at start, "
              f"{result['load_end'][0]:.2f} at end, {SLOTS} task slots (local[{SLOTS}])", "",
              "| run | decode MB/s (iter_segment, 1 thread) | clean_partition MB/s (1 process) | single ÷ decode "
-             "(target ≥ 0.5) | job s end to end (MB/s) | tiny job s (fixed cost), before / after | job MB/s net "
+             "(target ≥ 0.5) | floor s: decompress + compress + write | decode ÷ floor (the most single ÷ decode can "
+             "reach) | job s end to end (MB/s) | tiny job s (fixed cost), before / after | job MB/s net "
              "| job net ÷ (2 × single) (target ≥ 0.6) | job records/s (net) | compact stage s, job / tiny "
              "| job MB/s net, by stage | by stage ÷ (2 × single) | job task-seconds ÷ single's seconds "
              "| job output = single's | Kafka cleaner thread MB/s |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for i, r in enumerate(result["runs"], 1):
-        dec, single, job = r["decode"], r["single"], r["job"]
+        dec, single, job, fl = r["decode"], r["single"], r["job"], r["floor"]
         tiny_s = (r["job_tiny"]["wall_s"] + r["job_tiny_after"]["wall_s"]) / 2
         net_s = job["wall_s"] - tiny_s
         net = job["bytes"] / 1e6 / net_s if net_s > 0 else float("nan")
@@ -409,6 +417,8 @@ def render(result: dict) -> str:
         stage_net = job["bytes"] / 1e6 / stage_net_s if stage_net_s > 0 else float("nan")
         lines.append(
             f"| {i} | {dec['mb_s']:,.0f} | {single['mb_s']:,.0f} | {single['mb_s'] / dec['mb_s']:.2f} | "
+            f"{fl['floor_s']:.2f} = {fl['decompress_s']:.2f} + {fl['compress_s']:.2f} + {fl['write_s']:.2f} | "
+            f"{dec['wall_s'] / fl['floor_s']:.2f} | "
             f"{job['wall_s']:.1f} ({job['bytes'] / 1e6 / job['wall_s']:,.0f}) | {r['job_tiny']['wall_s']:.1f} / "
             f"{r['job_tiny_after']['wall_s']:.1f} | {net:,.0f} | {net / (SLOTS * single['mb_s']):.2f} | "
             f"{job['records'] / net_s if net_s > 0 else float('nan'):,.0f} | "
