@@ -147,3 +147,35 @@ def test_the_sink_starts_the_disk_write_as_it_goes_and_writes_the_same_bytes(tmp
     for prev, cur in zip(calls, calls[1:]):
         assert cur[0] == prev[0] + prev[1] or cur[0] < prev[0]      # contiguous within a sink; a new sink restarts
     assert _files(d) == _files(logs_b / d.name)
+
+
+def test_a_cleaned_log_that_reads_back_different_is_not_swapped_in(tmp_path, monkeypatch):
+    """The swap re-reads the written .log.cleaned (digest of the whole file, every batch's CRC) before
+    anything is renamed: a mismatch rolls the round back and the partition is as before."""
+    d = write_partition(tmp_path / "logs", crash_log())
+    before = _files(d)
+    real = cleaner_mod._Sink.digest
+    monkeypatch.setattr(cleaner_mod._Sink, "digest", lambda self: real(self) ^ 1)
+    res = cleaner_mod.clean_partition(d, config=grouped_config(d), now_ms=NOW)
+    assert not res.cleaned and "read back differs from what was written" in res.error
+    assert res.groups_committed == 0 and res.rolled_back
+    assert _files(d) == before
+
+
+def test_the_read_back_check_names_the_batch_whose_offsets_go_back(tmp_path):
+    from kafkalog.errors import KafkalogError
+    from kafkalog.format import record_batch as rb
+    from kafkalog.format.record_batch import crc32c_update
+
+    def batch(first):
+        return rb.encode_batch([rb.V2Record(first + i, 1000 + i, b"k%d" % i, b"v") for i in range(3)])
+    path = tmp_path / "00000000000000000000.log.cleaned"
+    good = batch(0) + batch(3) + batch(6)
+    path.write_bytes(good)
+    swap._verify_cleaned_log(path, len(good), crc32c_update(good, 0))
+    bad = batch(0) + batch(3) + batch(5)           # the third batch starts at 5, inside the second's 3..5
+    path.write_bytes(bad)
+    with pytest.raises(KafkalogError, match="offsets do not increase at batch 2"):
+        swap._verify_cleaned_log(path, len(bad), crc32c_update(bad, 0))
+    with pytest.raises(KafkalogError, match="read back differs"):
+        swap._verify_cleaned_log(path, len(bad) + 1, crc32c_update(bad, 0))
