@@ -309,7 +309,7 @@ def _run(buf, dbuf, b_src, b_start, b_end, h, offset_map: KeyVerdicts, now_ms: i
         slots, arena = offset_map.key_map.arrays()
         weak, map_below = offset_map.key_map.weak_hash, offset_map.map_below
     else:
-        slots, arena, weak, map_below = np.zeros(3, np.int64), np.zeros(1, np.uint8), False, MAP_NEVER
+        slots, arena, weak, map_below = np.zeros(km.SLOT_WORDS, np.int64), np.zeros(1, np.uint8), False, MAP_NEVER
     status, _b = filter_window_kernel(
         buf, dbuf, b_src, b_start, b_end, h.position.astype(np.int64), h.size.astype(np.int64), per_batch,
         h.baseOffset, h.lastOffset, h.attributes.astype(np.int64), h.baseTimestamp, h.maxTimestamp,

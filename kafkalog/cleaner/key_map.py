@@ -2,18 +2,28 @@
 and the key-only record walk that fills it or marks superseded records, over the decoder's buffers.
 
 Exact where Kafka is not: Kafka keeps a 16-byte MD5 per key and accepts that two keys whose digests
-collide are one key; here a slot holds the key's bytes (in an arena) and a probe compares them byte
-for byte, so a record is only ever superseded by a later record with the identical key.
+collide are one key; here a slot holds the key's bytes (its first 16 in the slot, the rest in an
+arena) and a probe compares them all, so a record is only ever superseded by a later record with
+the identical key.
 
-Layout (``SLOT_BYTES`` = 24 per slot, as a Kafka entry is 24 bytes: digest + offset), one slot's
-fields side by side so that a probe touches one cache line::
+Layout (``SLOT_BYTES`` = 40 per slot: a Kafka entry's 24 bytes, digest + offset, and 16 key
+bytes), one slot's fields side by side so that a probe touches one cache line (two when the slot
+straddles a line boundary: adjacent lines, fetched together, not one after the other)::
 
-    slots   int64[3 x capacity]  per slot: meta = (low 32 bits of the key hash) << 32 | (key length + 1),
-                                 0 when free; place = (ordinal of its latest record) << 32 | where the
-                                 key's bytes start in ``arena``; its latest offset
-    arena   uint8[...]           the keys' bytes, appended (at most ``ARENA_LIMIT`` bytes)
+    slots   int64[5 x capacity]  per slot, at the word positions ``META``, ``PLACE``, ``OFFSET``,
+                                 ``INLINE``: meta = (low 32 bits of the key hash) << 32 | (key
+                                 length + 1), 0 when free; place = (ordinal of its latest record)
+                                 << 32 | where the key's tail starts in ``arena``; its latest offset;
+                                 two words of the key's first 16 bytes (``INLINE_BYTES``),
+                                 little-endian, 0 past the key's end
+    arena   uint8[...]           the tails of keys longer than 16 bytes (bytes 16 on), appended (at
+                                 most ``ARENA_LIMIT`` bytes); keys of 16 bytes or fewer take none
     state   int64[4]             keys held, arena bytes used, most keys allowed (capacity x load factor),
                                  1 once a marking walk met a key's offsets out of order
+
+A key of at most 16 bytes is thus found, or told apart from another, in its slot alone: the probe of
+a key already held (most records, as keys repeat) costs one cache miss instead of two (the slot, then
+its bytes in the arena). The key's bytes are read, hashed and compared 8 at a time (``load_word``).
 
 Marking as it inserts (``mark``): the record at ordinal r (its index in the round's recopied range)
 sets its bit in ``found_bits``; when its key was already held, the held record (the slot's ordinal)
@@ -23,10 +33,14 @@ tests two bits instead of hashing and probing again. A key whose new offset is n
 held one (a log with offsets out of order) sets state[3]: the caller then asks the map instead.
 
 Slot of a key: fastrange(low 32 bits of its hash, capacity), then linear probing; the stored hash
-and length are compared before the bytes. The budget (``log.cleaner.dedupe.buffer.size`` /
-concurrent cleaners) is split in two halves, slots and arena; the map is full when either is. The
-slots start small (``INITIAL_CAPACITY``) and double, rehashed from the stored hashes, while the
-budget's half allows: a map sized to its keys stays in cache where a budget-sized one would not.
+and length are compared, then the 16 bytes in the slot, then the tail in the arena. The budget
+(``log.cleaner.dedupe.buffer.size`` / concurrent cleaners) is split in two: at most ``SLOTS_SHARE``
+(3/4) for the slots, the rest for the arena; the map is full when either is. The arena only holds
+the tails of keys longer than 16 bytes, so the slots take the larger share: a budget holds 9-10%
+fewer keys of at most 27 bytes than with 24-byte slots and the budget in halves, about as many
+(within 6%) of 28-32 bytes, fewer of longer ones (17% at 40 bytes, 40% at 100). The slots start small
+(``INITIAL_CAPACITY``) and double, rehashed from the stored hashes, while their share allows: a map
+sized to its keys stays in cache where a budget-sized one would not.
 
 Hash slices: when the dirty range holds more distinct keys than fit, pass s of n keeps only the
 keys whose hash's high 32 bits fall in slice s (fastrange(high 32 bits, n)) and marks, in two
@@ -42,23 +56,34 @@ level so numba's on-disk cache serves new processes.
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
 
 from kafkalog.format.records_accel import copy_bytes, read_varint, read_varlong
 
 _CACHE = os.path.isfile(__file__)
 
-SLOT_BYTES = 24
-SLOT_WORDS = 3
+# a slot: SLOT_WORDS int64 words, at these positions
+META = 0              # (low 32 bits of the key hash) << 32 | (key length + 1); EMPTY_SLOT when free
+PLACE = 1             # (ordinal of the key's latest record) << 32 | where the key's tail starts in the arena
+OFFSET = 2            # the key's latest offset
+INLINE = 3            # INLINE_WORDS words: the key's first INLINE_BYTES bytes, little-endian, 0 past its end
+INLINE_WORDS = 2
+INLINE_BYTES = 8 * INLINE_WORDS          # keys this long or shorter are held whole in their slot
+SLOT_WORDS = INLINE + INLINE_WORDS
+SLOT_BYTES = 8 * SLOT_WORDS
+SLOTS_SHARE = 0.75                       # of the budget, the most the slots may take; the arena the rest
 EMPTY_SLOT = 0                           # a free slot's meta word
 NOT_FOUND = np.iinfo(np.int64).min       # what a lookup answers for a key not in the map
 MIN_CAPACITY = 16
-INITIAL_CAPACITY = 1 << 16               # slots a map starts with (1.5 MiB), doubled as keys come
-MIN_BUDGET = MIN_CAPACITY * SLOT_BYTES * 2     # the smallest map: 16 slots and as many arena bytes
+INITIAL_CAPACITY = 1 << 16               # slots a map starts with (2.5 MiB), doubled as keys come
+MIN_BUDGET = MIN_CAPACITY * SLOT_BYTES * 2     # the smallest map: 24 slots and 320 arena bytes
 
 # walk modes
 WALK_INSERT = 0     # map[key] = offset for the batches flagged, records at or past ``lo_offset``
@@ -86,6 +111,21 @@ _M2 = np.uint64(0xBF58476D1CE4E5B9)
 _M3 = np.uint64(0x94D049BB133111EB)
 
 
+@intrinsic
+def load_word(typingctx, arr, index):
+    """The 8 bytes ``arr[index:index+8]`` of a uint8 array as one little-endian uint64, in one
+    unaligned load (bounds checked by the caller): a key's bytes are hashed and compared 8 at a time."""
+    sig = types.uint64(arr, types.intp)
+
+    def codegen(context, builder, signature, args):
+        a, i = args
+        ary = context.make_array(signature.args[0])(context, builder, a)
+        word = builder.load(builder.bitcast(builder.gep(ary.data, [i]), ir.IntType(64).as_pointer()), align=1)
+        return builder.bswap(word) if sys.byteorder == "big" else word
+
+    return sig, codegen
+
+
 # --- hashing -------------------------------------------------------------------------------
 
 @njit(cache=_CACHE, inline="always")
@@ -94,6 +134,27 @@ def _mix(x):
     x = (x ^ (x >> np.uint64(30))) * _M2
     x = (x ^ (x >> np.uint64(27))) * _M3
     return x ^ (x >> np.uint64(31))
+
+
+@njit(cache=_CACHE, inline="always")
+def _key_word(src, p, n, i):
+    """Bytes [i, i + 8) of the key ``src[p:p+n]`` as a little-endian word, 0-padded past its end
+    (0 when i >= n)."""
+    if i + 8 <= n:
+        return load_word(src, p + i)
+    if i >= n:
+        return np.uint64(0)
+    if n >= 8:                      # the key's last 8 bytes, shifted down to the ones from i
+        return load_word(src, p + n - 8) >> np.uint64(8 * (8 - (n - i)))
+    if p + i + 8 <= src.shape[0]:   # 8 bytes from i, the ones past the key masked off
+        return load_word(src, p + i) & ((np.uint64(1) << np.uint64(8 * (n - i))) - np.uint64(1))
+    w = np.uint64(0)
+    s = np.uint64(0)
+    while i < n:
+        w |= np.uint64(src[p + i]) << s
+        s += np.uint64(8)
+        i += 1
+    return w
 
 
 @njit(cache=_CACHE, inline="always")
@@ -107,21 +168,10 @@ def key_hash(src, p, n, weak):
     h = _M1 ^ (np.uint64(n) * _M3)
     i = 0
     while i + 8 <= n:
-        q = p + i
-        w = (np.uint64(src[q]) | (np.uint64(src[q + 1]) << np.uint64(8)) | (np.uint64(src[q + 2]) << np.uint64(16))
-             | (np.uint64(src[q + 3]) << np.uint64(24)) | (np.uint64(src[q + 4]) << np.uint64(32))
-             | (np.uint64(src[q + 5]) << np.uint64(40)) | (np.uint64(src[q + 6]) << np.uint64(48))
-             | (np.uint64(src[q + 7]) << np.uint64(56)))
-        h = _mix(h ^ w) + _M1
+        h = _mix(h ^ load_word(src, p + i)) + _M1
         i += 8
     if i < n:
-        w = np.uint64(0)
-        s = np.uint64(0)
-        while i < n:
-            w |= np.uint64(src[p + i]) << s
-            s += np.uint64(8)
-            i += 1
-        h = _mix(h ^ w) + _M1
+        h = _mix(h ^ _key_word(src, p, n, i)) + _M1
     return _mix(h)
 
 
@@ -139,9 +189,15 @@ def slice_of(h, n_slices):
 
 @njit(cache=_CACHE, inline="always")
 def _same_key(arena, a, src, p, n):
-    for j in range(n):
+    j = 0
+    while j + 8 <= n:
+        if load_word(arena, a + j) != load_word(src, p + j):
+            return False
+        j += 8
+    while j < n:
         if arena[a + j] != src[p + j]:
             return False
+        j += 1
     return True
 
 
@@ -151,17 +207,21 @@ def _meta(h, n):
 
 
 @njit(cache=_CACHE, inline="always")
-def _find_slot(slots, arena, src, p, n, h):
-    """The key's slot (index of its first word), or the free slot where it would go (meta 0)."""
+def _find_slot(slots, arena, src, p, n, h, k0, k1):
+    """The key's slot (index of its first word), or the free slot where it would go (meta 0).
+    ``k0``, ``k1``: the key's first 16 bytes (``_key_word``): a key of at most INLINE_BYTES is
+    compared in the slot alone, a longer one's tail in the arena too."""
     cap = slots.shape[0] // SLOT_WORDS
     meta = _meta(h, n)
     i = _fastrange(np.uint32(h & np.uint64(0xFFFFFFFF)), cap)
     while True:
         w = i * SLOT_WORDS
-        m = slots[w]
+        m = slots[w + META]
         if m == EMPTY_SLOT:
             return w
-        if m == meta and _same_key(arena, slots[w + 1] & _PLACE_MASK, src, p, n):
+        if (m == meta and slots[w + INLINE] == k0 and slots[w + INLINE + 1] == k1
+                and (n <= INLINE_BYTES or _same_key(arena, slots[w + PLACE] & _PLACE_MASK, src, p + INLINE_BYTES,
+                                                    n - INLINE_BYTES))):
             return w
         i += 1
         if i == cap:
@@ -178,37 +238,43 @@ def map_put(slots, arena, state, src, p, n, h, offset, ordinal, mark, found_bits
     """map[key] = offset (a later put of the same key replaces it, as the walk is in log order);
     ``mark``: set the bits of the record at ``ordinal`` and of the record it supersedes (see the
     module docstring). Returns False, changing nothing, when a new key does not fit."""
-    w = _find_slot(slots, arena, src, p, n, h)
-    if slots[w] != EMPTY_SLOT:
+    k0 = np.int64(_key_word(src, p, n, 0))
+    k1 = np.int64(_key_word(src, p, n, 8))
+    w = _find_slot(slots, arena, src, p, n, h, k0, k1)
+    if slots[w + META] != EMPTY_SLOT:
         if mark:
-            if offset > slots[w + 2]:
-                set_bit(superseded_bits, slots[w + 1] >> ORDINAL_SHIFT)
+            if offset > slots[w + OFFSET]:
+                set_bit(superseded_bits, slots[w + PLACE] >> ORDINAL_SHIFT)
             else:
                 state[_OUT_OF_ORDER] = 1
             set_bit(found_bits, ordinal)
-            slots[w + 1] = (ordinal << ORDINAL_SHIFT) | (slots[w + 1] & _PLACE_MASK)
-        slots[w + 2] = offset
+            slots[w + PLACE] = (ordinal << ORDINAL_SHIFT) | (slots[w + PLACE] & _PLACE_MASK)
+        slots[w + OFFSET] = offset
         return True
     used = state[_ARENA_USED]
-    if state[_KEYS] >= state[_MAX_KEYS] or used + n > arena.shape[0]:
+    tail = max(n - INLINE_BYTES, 0)
+    if state[_KEYS] >= state[_MAX_KEYS] or used + tail > arena.shape[0]:
         return False
-    copy_bytes(arena, used, src, p, n)
-    slots[w] = _meta(h, n)
-    slots[w + 1] = (ordinal << ORDINAL_SHIFT) | used if mark else used
-    slots[w + 2] = offset
+    if tail:
+        copy_bytes(arena, used, src, p + INLINE_BYTES, tail)
+    slots[w + META] = _meta(h, n)
+    slots[w + PLACE] = (ordinal << ORDINAL_SHIFT) | used if mark else used
+    slots[w + OFFSET] = offset
+    slots[w + INLINE] = k0
+    slots[w + INLINE + 1] = k1
     if mark:
         set_bit(found_bits, ordinal)
     state[_KEYS] += 1
-    state[_ARENA_USED] = used + n
+    state[_ARENA_USED] = used + tail
     return True
 
 
 @njit(cache=_CACHE, inline="always")
 def map_get(slots, arena, src, p, n, h):
-    w = _find_slot(slots, arena, src, p, n, h)
-    if slots[w] == EMPTY_SLOT:
+    w = _find_slot(slots, arena, src, p, n, h, np.int64(_key_word(src, p, n, 0)), np.int64(_key_word(src, p, n, 8)))
+    if slots[w + META] == EMPTY_SLOT:
         return NOT_FOUND
-    return slots[w + 2]
+    return slots[w + OFFSET]
 
 
 @njit(cache=_CACHE, nogil=True)
@@ -236,9 +302,8 @@ def grow_kernel(old, new):
             i += 1
             if i == cap:
                 i = 0
-        new[i * SLOT_WORDS] = m
-        new[i * SLOT_WORDS + 1] = old[w + 1]
-        new[i * SLOT_WORDS + 2] = old[w + 2]
+        for j in range(SLOT_WORDS):
+            new[i * SLOT_WORDS + j] = old[w + j]
 
 
 @njit(cache=_CACHE, nogil=True)
@@ -396,7 +461,7 @@ class KeyMap:
         if not 0 < load_factor <= 1:
             raise ValueError(f"load factor {load_factor} is not in (0, 1]")
         budget = max(int(budget), MIN_BUDGET)
-        limit = budget // 2 // SLOT_BYTES
+        limit = int(budget * SLOTS_SHARE) // SLOT_BYTES
         if max_records is not None:
             limit = max(min(limit, int(max_records / load_factor) + 2), MIN_CAPACITY)
         self.budget = budget

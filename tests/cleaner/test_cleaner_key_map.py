@@ -154,3 +154,78 @@ def test_passes_do_not_depend_on_how_the_decoder_cuts_windows(tmp_path, monkeypa
     res, files = _round(tmp_path, "sliced", segs, monkeypatch, budget=8 << 10)
     assert res.map_stats.passes > 1 and len(calls) > 3
     assert files == ref_files and res.counts == ref.counts
+
+
+# keys around the slot's inline limit (INLINE_BYTES = 16: held whole in the slot; longer ones keep
+# their tail in the arena) and the 8-byte words the bytes are read in
+_BOUNDARY_LENGTHS = (0, 1, 2, 7, 8, 9, 15, 16, 17, 23, 24, 25, 31, 32, 33, 40, 300)
+
+
+def _boundary_keys():
+    """Per length: keys that differ from a base key in one byte only (first, last, and each byte
+    next to an 8-byte word's edge), and the base key with a trailing zero byte (longer by one)."""
+    keys = []
+    for n in _BOUNDARY_LENGTHS:
+        base = bytes((7 * j + n) % 250 + 1 for j in range(n))
+        keys.append(base)
+        for at in sorted({0, 6, 7, 8, 9, 14, 15, 16, 17, 23, 24, n - 1}):
+            if 0 <= at < n:
+                keys.append(base[:at] + bytes([base[at] ^ 0x5A]) + base[at + 1:])
+        keys.append(base + b"\x00")
+    return list(dict.fromkeys(keys))
+
+
+def _put_all(m, keys, *, offset=0, junk=b"", at_end=False):
+    """map_put every key, each read from a buffer where ``junk`` follows it (or where it ends the
+    buffer): the bytes past a key must never count."""
+    none = np.zeros(1, np.uint8)
+    for i, k in enumerate(keys):
+        src = np.frombuffer(k if at_end else junk + k + junk, np.uint8)
+        if not len(src):
+            src = np.zeros(1, np.uint8)[:0]
+        p = 0 if at_end else len(junk)
+        h = np.uint64(km.key_hash(src, p, len(k), m.weak_hash))
+        while not km.map_put(*m.arrays(), m.state, src, p, len(k), h, offset + i, i, False, none, none):
+            assert m.grow()
+
+
+@pytest.mark.parametrize("weak", [True, False])
+def test_keys_around_the_inline_limit_are_told_apart(monkeypatch, weak):
+    """Keys of 0 to 300 bytes, many of one length differing in one byte only (with the weak hash:
+    one probe chain per length, so only the bytes tell them apart), put from buffers with different
+    bytes past them, with growing slots: each key keeps its own offset, a key not put is not found."""
+    monkeypatch.setattr(km, "INITIAL_CAPACITY", km.MIN_CAPACITY)
+    keys = _boundary_keys()
+    m = km.KeyMap(1 << 20, 0.9, weak_hash=weak)
+    _put_all(m, keys, offset=100, junk=b"\xff" * 9)
+    assert len(m) == len(keys) and m.capacity > km.MIN_CAPACITY
+    tails = sum(max(len(k) - km.INLINE_BYTES, 0) for k in keys)
+    assert m.nbytes == m.capacity * km.SLOT_BYTES + tails           # only the tails past 16 bytes in the arena
+    col = pa.array(keys, pa.binary())
+    assert m.lookup(col, np.arange(len(keys))).tolist() == [100 + i for i in range(len(keys))]
+    # the same keys again, from buffers where they end the data or other bytes follow: same keys
+    _put_all(m, keys[::-1], offset=1000, at_end=True)
+    _put_all(m, keys[::2], offset=5000, junk=b"\x00" * 3)
+    assert len(m) == len(keys)
+    want = [5000 + i // 2 if i % 2 == 0 else 1000 + len(keys) - 1 - i for i in range(len(keys))]
+    assert m.lookup(col, np.arange(len(keys))).tolist() == want
+    others = [k + b"\x01" for k in keys if k + b"\x01" not in set(keys)] + \
+             [k[:-1] + bytes([k[-1] ^ 0x01]) for k in keys if k and k[:-1] + bytes([k[-1] ^ 0x01]) not in set(keys)]
+    got = m.lookup(pa.array(others, pa.binary()), np.arange(len(others)))
+    assert got.tolist() == [km.NOT_FOUND] * len(others)
+
+
+@pytest.mark.parametrize("budget", [None, 4 << 10])
+def test_keys_of_every_length_around_the_inline_limit_clean_as_the_reference(tmp_path, monkeypatch, budget):
+    """A log of keys of 0 to 300 bytes (the inline limit's neighbours, differing in one byte), each
+    written twice, cleaned with the weak hash (in one pass; and, keys of at most 40 bytes, in
+    hash-slice passes within 4 KiB): the reference's round, byte for byte."""
+    keys = [k for k in _boundary_keys() if budget is None or len(k) <= 40]
+    recs = [(k, b"v%d-%d" % (r, i)) for r in range(2) for i, k in enumerate(keys)]
+    batches = [data(o, recs[o:o + 20]) for o in range(0, len(recs), 20)]
+    segs = [batches, [data(len(recs), [(b"active", b"x")])]]
+    ref, ref_files = _round(tmp_path, "ref", segs, monkeypatch, engine="reference")
+    res, files = _round(tmp_path, "weak", segs, monkeypatch, weak=True, budget=budget)
+    assert files == ref_files and res.counts == ref.counts
+    assert res.map_stats.keys == len(keys) == ref.map_size and res.counts.records_superseded == len(keys)
+    assert (res.map_stats.passes > 1) == (budget is not None)
