@@ -18,8 +18,9 @@ straddles a line boundary: adjacent lines, fetched together, not one after the o
                                  little-endian, 0 past the key's end
     arena   uint8[...]           the tails of keys longer than 16 bytes (bytes 16 on), appended (at
                                  most ``ARENA_LIMIT`` bytes); keys of 16 bytes or fewer take none
-    state   int64[4]             keys held, arena bytes used, most keys allowed (capacity x load factor),
-                                 1 once a marking walk met a key's offsets out of order
+    state   int64[5]             keys held, arena bytes used, most keys allowed (capacity x load factor),
+                                 1 once a marking walk met a key's offsets out of order, arena bytes
+                                 allowed (the budget less the slots)
 
 A key of at most 16 bytes is thus found, or told apart from another, in its slot alone: the probe of
 a key already held (most records, as keys repeat) costs one cache miss instead of two (the slot, then
@@ -34,13 +35,14 @@ held one (a log with offsets out of order) sets state[3]: the caller then asks t
 
 Slot of a key: fastrange(low 32 bits of its hash, capacity), then linear probing; the stored hash
 and length are compared, then the 16 bytes in the slot, then the tail in the arena. The budget
-(``log.cleaner.dedupe.buffer.size`` / concurrent cleaners) is split in two: at most ``SLOTS_SHARE``
-(3/4) for the slots, the rest for the arena; the map is full when either is. The arena only holds
-the tails of keys longer than 16 bytes, so the slots take the larger share: a budget holds 9-10%
-fewer keys of at most 27 bytes than with 24-byte slots and the budget in halves, about as many
-(within 6%) of 28-32 bytes, fewer of longer ones (17% at 40 bytes, 40% at 100). The slots start small
-(``INITIAL_CAPACITY``) and double, rehashed from the stored hashes, while their share allows: a map
-sized to its keys stays in cache where a budget-sized one would not.
+(``log.cleaner.dedupe.buffer.size`` / concurrent cleaners) is shared by the slots and the arena as
+they fill: the slots start small (``INITIAL_CAPACITY``) and double, rehashed from the stored
+hashes, to at most what the budget less the arena's used bytes allows (the last step takes what is
+left); the arena may use what the slots leave. The map is full when a new key finds no room in
+either. So ``nbytes`` (slots + arena used) never exceeds the budget, keys of at most 16 bytes take
+no arena at all (a budget holds budget / 40 x load factor of them: a fifth more than 24-byte slots
+with the budget in halves held), and a map sized to its keys stays in cache where a budget-sized
+one would not.
 
 Hash slices: when the dirty range holds more distinct keys than fit, pass s of n keeps only the
 keys whose hash's high 32 bits fall in slice s (fastrange(high 32 bits, n)) and marks, in two
@@ -78,7 +80,6 @@ INLINE_WORDS = 2
 INLINE_BYTES = 8 * INLINE_WORDS          # keys this long or shorter are held whole in their slot
 SLOT_WORDS = INLINE + INLINE_WORDS
 SLOT_BYTES = 8 * SLOT_WORDS
-SLOTS_SHARE = 0.75                       # of the budget, the most the slots may take; the arena the rest
 EMPTY_SLOT = 0                           # a free slot's meta word
 NOT_FOUND = np.iinfo(np.int64).min       # what a lookup answers for a key not in the map
 MIN_CAPACITY = 16
@@ -99,7 +100,7 @@ WALK_FULL = 1       # the map is full (at its current size): batch, record and b
 WALK_MALFORMED = 2  # a record does not walk (the decoder would refuse it and name the error)
 
 # state slots
-_KEYS, _ARENA_USED, _MAX_KEYS, _OUT_OF_ORDER = 0, 1, 2, 3
+_KEYS, _ARENA_USED, _MAX_KEYS, _OUT_OF_ORDER, _ARENA_ROOM = 0, 1, 2, 3, 4
 
 ORDINAL_SHIFT = np.int64(32)
 ARENA_LIMIT = 1 << 32                    # arena bytes a slot's place word can address
@@ -253,7 +254,7 @@ def map_put(slots, arena, state, src, p, n, h, offset, ordinal, mark, found_bits
         return True
     used = state[_ARENA_USED]
     tail = max(n - INLINE_BYTES, 0)
-    if state[_KEYS] >= state[_MAX_KEYS] or used + tail > arena.shape[0]:
+    if state[_KEYS] >= state[_MAX_KEYS] or used + tail > state[_ARENA_ROOM]:
         return False
     if tail:
         copy_bytes(arena, used, src, p + INLINE_BYTES, tail)
@@ -452,38 +453,59 @@ class KeyMapStats:
 
 
 class KeyMap:
-    """The flat arrays of one map, allocated once within ``budget`` bytes and reused by every
-    pass (``clear``). ``max_records``: the most keys it can be asked to hold (the dirty range's
-    records), which bounds its slots below the budget's."""
+    """The flat arrays of one map within ``budget`` bytes, reused by every pass (``clear``): slots
+    and arena share the budget as they fill (see the module docstring). ``max_records``: the most
+    keys it can be asked to hold (the dirty range's records), which bounds its slots below the
+    budget's."""
 
     def __init__(self, budget: int, load_factor: float, *, weak_hash: bool = False,
                  max_records: Optional[int] = None):
         if not 0 < load_factor <= 1:
             raise ValueError(f"load factor {load_factor} is not in (0, 1]")
         budget = max(int(budget), MIN_BUDGET)
-        limit = int(budget * SLOTS_SHARE) // SLOT_BYTES
+        limit = budget // SLOT_BYTES
         if max_records is not None:
             limit = max(min(limit, int(max_records / load_factor) + 2), MIN_CAPACITY)
         self.budget = budget
         self.load_factor = load_factor
         self.weak_hash = weak_hash
         self.limit = limit                                         # the most slots it may grow to
-        self.slots = np.zeros(min(limit, INITIAL_CAPACITY) * SLOT_WORDS, np.int64)
-        self.arena = np.empty(min(budget - limit * SLOT_BYTES, ARENA_LIMIT), np.uint8)   # pages touched only when used
-        self.state = np.array([0, 0, self._max_keys(self.capacity), 0], np.int64)
+        # at most half the budget to start with: the other half is for the keys' tails until some are seen
+        self.initial_capacity = max(min(limit, INITIAL_CAPACITY, budget // 2 // SLOT_BYTES), MIN_CAPACITY)
+        self.slots = np.zeros(self.initial_capacity * SLOT_WORDS, np.int64)
+        # as long as the slots' smallest size leaves room for; pages are touched only where written
+        self.arena = np.empty(min(budget - MIN_CAPACITY * SLOT_BYTES, ARENA_LIMIT), np.uint8)
+        self.state = np.array([0, 0, self._max_keys(self.capacity), 0, self._arena_room(self.capacity)], np.int64)
 
     def _max_keys(self, capacity: int) -> int:
         return min(int(capacity * self.load_factor), capacity - 1)
 
+    def _arena_room(self, capacity: int) -> int:
+        return min(self.budget - capacity * SLOT_BYTES, len(self.arena))
+
+    def _slots_for_budget(self) -> int:
+        """Slots whose keys fit the budget with their tails, the tails averaging what the keys held
+        so far have (none held: no tails)."""
+        keys = len(self)
+        tail = int(self.state[_ARENA_USED]) / keys if keys else 0.0
+        return int(self.budget / (SLOT_BYTES + self.load_factor * tail))
+
     def grow(self) -> bool:
-        """Double the slots (up to the limit), rehashing the keys held. False when at the limit or
-        when the arena, not the slots, is what is full."""
-        if self.capacity >= self.limit or len(self) < self.state[_MAX_KEYS]:
+        """Double the slots (to at most the limit, and to what the budget holds with the keys' tails,
+        as ``_slots_for_budget`` estimates them and as the arena's used bytes leave room for),
+        rehashing the keys held. False when they cannot hold more keys, or when the arena, not the
+        slots, is what is full."""
+        if len(self) < self.state[_MAX_KEYS]:
             return False
-        new = np.zeros(min(self.limit, self.capacity * 2) * SLOT_WORDS, np.int64)
+        capacity = min(self.limit, self.capacity * 2, self._slots_for_budget(),
+                       (self.budget - int(self.state[_ARENA_USED])) // SLOT_BYTES)
+        if self._max_keys(capacity) <= len(self):
+            return False
+        new = np.zeros(capacity * SLOT_WORDS, np.int64)
         grow_kernel(self.slots, new)
         self.slots = new
-        self.state[_MAX_KEYS] = self._max_keys(self.capacity)
+        self.state[_MAX_KEYS] = self._max_keys(capacity)
+        self.state[_ARENA_ROOM] = self._arena_room(capacity)
         return True
 
     @property
@@ -492,24 +514,28 @@ class KeyMap:
 
     @property
     def max_keys(self) -> int:
-        """Keys the map holds at most once grown to its limit."""
-        return self._max_keys(self.limit)
+        """Keys one pass holds at most, when the keys' tails past 16 bytes average what the keys
+        held so far have (none held: no tails): what the hash slices are planned with."""
+        return max(self._max_keys(min(self.limit, self._slots_for_budget())), 1)
 
     @property
     def nbytes(self) -> int:
-        """The bytes the map holds: its slots and the arena bytes used so far."""
+        """The bytes the map holds: its slots and the arena bytes used so far (at most the budget)."""
         return self.capacity * SLOT_BYTES + int(self.state[_ARENA_USED])
-
-    @property
-    def reserved_bytes(self) -> int:
-        """The bytes it may take (slots grown to the limit and the whole arena): at most the budget."""
-        return self.limit * SLOT_BYTES + len(self.arena)
 
     def __len__(self) -> int:
         return int(self.state[_KEYS])
 
     def clear(self) -> None:
+        """Empty the map for the next pass. Slots grown past their first size go back to it: the
+        budget a pass's keys gave the slots may be what the next pass's longer keys need for their
+        tails (with the weak hash of the tests, one slice can hold only short keys and the next only
+        long ones)."""
+        if self.capacity > self.initial_capacity:
+            self.slots = np.zeros(self.initial_capacity * SLOT_WORDS, np.int64)
         clear_kernel(self.slots, self.state)
+        self.state[_MAX_KEYS] = self._max_keys(self.capacity)
+        self.state[_ARENA_ROOM] = self._arena_room(self.capacity)
 
     @property
     def out_of_order(self) -> bool:

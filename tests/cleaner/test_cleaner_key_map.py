@@ -91,13 +91,41 @@ def test_more_keys_than_the_budget_holds_take_several_passes(tmp_path, monkeypat
     assert files == ref_files and res.counts == ref.counts and res.end_offset == ref.end_offset
 
 
-def test_map_stays_within_its_budget():
+@pytest.mark.parametrize("key_bytes", [8, 16, 17, 40, 100])
+def test_map_stays_within_its_budget_and_shares_it_between_slots_and_tails(monkeypatch, key_bytes):
+    """Slots and the arena share the budget as they fill: whatever the keys' lengths, the map never
+    holds more than the budget; keys of at most 16 bytes take no arena, so a budget holds
+    budget / SLOT_BYTES x load factor of them (slots at their last step take what is left)."""
+    monkeypatch.setattr(km, "INITIAL_CAPACITY", km.MIN_CAPACITY)
+    budget = 64 << 10
+    m = km.KeyMap(budget, 0.9)
+    none = np.zeros(1, np.uint8)
+    i = 0
+    while True:
+        src = np.frombuffer((b"%0*d" % (key_bytes, i))[-key_bytes:], np.uint8)
+        h = np.uint64(km.key_hash(src, 0, key_bytes, False))
+        if not km.map_put(*m.arrays(), m.state, src, 0, key_bytes, h, i, i, False, none, none):
+            if not m.grow():
+                break
+            continue
+        assert m.nbytes <= budget
+        i += 1
+    assert len(m) == i and m.nbytes <= budget
+    per_key = km.SLOT_BYTES / 0.9 + max(key_bytes - km.INLINE_BYTES, 0)
+    assert len(m) >= 0.7 * budget / per_key               # most of the budget went to keys (a doubling step apart)
+    assert len(m) <= m.max_keys <= budget / per_key + 1    # the planning figure, from the tails seen
+    if key_bytes <= km.INLINE_BYTES:
+        assert int(m.state[1]) == 0 and len(m) == min(int(m.capacity * 0.9), m.capacity - 1)
+        assert m.capacity == budget // km.SLOT_BYTES       # the last step took what the budget had left
+
+
+def test_a_small_map_for_few_records_and_the_smallest_budget():
     for budget in (1, 1000, 1 << 20, (32 << 20) + 5):
         m = km.KeyMap(budget, 0.9)
-        assert m.nbytes <= m.reserved_bytes <= max(budget, km.MIN_BUDGET)
+        assert m.nbytes <= max(budget, km.MIN_BUDGET) and m.capacity <= m.limit
+        assert m.max_keys <= 0.9 * m.limit
         small = km.KeyMap(budget, 0.9, max_records=100)
-        assert small.reserved_bytes <= max(budget, km.MIN_BUDGET) and small.capacity <= max(100 / 0.9 + 2, 16)
-        assert m.max_keys <= 0.9 * m.limit and m.capacity <= m.limit
+        assert small.nbytes <= max(budget, km.MIN_BUDGET) and small.capacity <= max(100 / 0.9 + 2, 16)
 
 
 def test_budget_is_split_across_concurrent_cleaners():
