@@ -1,9 +1,10 @@
 """``MemoryRecords.filterTo`` (the cleaner's recopy of a source segment, spec §7.7-7.8) for windows of
-plain batches, compiled end to end: one numba call walks every record of the window, looks its key
-up in the map pass's answer (``key_walk.KeyVerdicts``: two bits per record, or the compiled map
+plain batches, compiled end to end: one numba call walks every record of the window once, looks its
+key up in the map pass's answer (``key_walk.KeyVerdicts``: two bits per record, or the compiled map
 below its ``map_below`` offset), decides keep/drop, and writes every batch's output — copied whole,
-rebuilt with the kept records (``records_encode_accel.rebuild_batch_kernel``: header, C codecs,
-CRC), or nothing — into one buffer, with no Python per batch and no Arrow.
+rebuilt with the kept records from the positions the walk noted (``records_encode_accel``'s
+``write_kept_records_kernel`` and ``seal_batch_kernel``: header, C codecs, CRC), or nothing — into
+one buffer, with no Python per batch and no Arrow.
 
 A plain batch is a data batch outside any transaction, not an active producer's last, not the
 last before the upper bound: its verdict is the constant ``record_filter.DELETE_IF_EMPTY`` and the
@@ -28,13 +29,14 @@ from numba import njit
 
 from kafkalog.format import record_batch as rb
 from kafkalog.format.buffer_pool import release_pages
-from kafkalog.format.compression import ZSTD_LEVEL, thread_output_buffer
+from kafkalog.format.compression import NONE, ZSTD_LEVEL, thread_output_buffer
 from kafkalog.format.compression_accel import zstd_compressor
 from kafkalog.format.decoder import decompress_batches
 from kafkalog.format.file_records import MappedFile
 from kafkalog.format.native import LZ4_STREAM_BYTES, native_functions
 from kafkalog.format.records_accel import copy_bytes, read_varint, read_varlong
-from kafkalog.format.records_encode_accel import ENC_OK, rebuild_batch_kernel
+from kafkalog.format.records_encode_accel import (ENC_OK, seal_batch_kernel, varint_canonical,
+                                                  write_kept_records_kernel)
 from kafkalog.cleaner import fast_filter as ff
 from kafkalog.cleaner import key_map as km
 from kafkalog.cleaner.key_walk import MAP_NEVER, KeyVerdicts
@@ -115,12 +117,20 @@ class WindowOutput:
 @njit(cache=_CACHE, nogil=True)
 def filter_window_kernel(buf, dbuf, b_src, b_start, b_end, b_pos, b_size, b_count, b_base, b_last, b_attr,
                          b_base_ts, b_max_ts, end_offset, now_ms, new_horizon, map_below, weak, slots, arena,
-                         found_bits, superseded_bits, ordinal_base, keep, kept_ts, deltas, scratch, out,
+                         found_bits, superseded_bits, ordinal_base, kept_body, kept_end, kept_ts, scratch, out,
                          o_start, o_end, o_max_offset, o_max_ts, o_shallow, counts,
                          lz4_fns, lz4_state, zstd_fns, cctx, zstd_io, crc_fn):
     """Filter and write every (plain) batch of the window; see the module docstring. Returns
     (status, batch): FT_FALLBACK names the first batch it could not do (nothing it counted or wrote
-    is then used)."""
+    is then used).
+
+    Each record is parsed once: the walk checks that it is well formed, decides keep/drop, and for
+    a kept record notes where its bytes from the offsetDelta on lie (``kept_body``/``kept_end``), its
+    timestamp (``kept_ts``) and whether it is in the form the reference writer gives it (canonical
+    varints, -1 for null, ASCII header keys: ``rewrite_records_kernel``'s checks). A batch that
+    keeps everything and needs no horizon is copied whole; otherwise its kept records are written
+    from those positions (``write_kept_records_kernel``: for codec none straight after the header
+    space in ``out``, else in ``scratch`` for the codec) and sealed (``seal_batch_kernel``)."""
     q = 0
     ordinal = ordinal_base
     for b in range(b_pos.shape[0]):
@@ -136,6 +146,7 @@ def filter_window_kernel(buf, dbuf, b_src, b_start, b_end, b_pos, b_size, b_coun
         passed = has_horizon and now_ms >= horizon
         kc = 0
         tombs = 0
+        odd = False             # a kept record the verbatim copy would not write as the reference does
         top_offset = np.int64(-1)
         for k in range(count):
             length, p = read_varint(src, p, end)
@@ -145,35 +156,50 @@ def filter_window_kernel(buf, dbuf, b_src, b_start, b_end, b_pos, b_size, b_coun
             tsd, c = read_varlong(src, p + 1, rend)
             if c < 0:
                 return FT_FALLBACK, b
+            body = c
             od, c = read_varint(src, c, rend)
             if c < 0:
                 return FT_FALLBACK, b
+            bad = not varint_canonical(src, body, c)
+            at = c
             klen, c = read_varint(src, c, rend)
             if c < 0:
                 return FT_FALLBACK, b
+            bad |= klen < -1 or not varint_canonical(src, at, c)
             kpos = c
             if klen > 0:
                 c += klen
                 if c > rend:
                     return FT_FALLBACK, b
+            at = c
             vlen, c = read_varint(src, c, rend)
             if c < 0:
                 return FT_FALLBACK, b
+            bad |= vlen < -1 or not varint_canonical(src, at, c)
             if vlen > 0:
                 c += vlen
                 if c > rend:
                     return FT_FALLBACK, b
+            at = c
             hc, c = read_varint(src, c, rend)                  # headers: walked as the decoder walks them
             if c < 0 or hc < 0 or hc > rend - c:
                 return FT_FALLBACK, b
+            bad |= not varint_canonical(src, at, c)
             for _h in range(hc):
+                at = c
                 hkl, c = read_varint(src, c, rend)
                 if c < 0 or hkl < 0 or c + hkl > rend:
                     return FT_FALLBACK, b
+                bad |= not varint_canonical(src, at, c)
+                for j in range(c, c + hkl):
+                    if src[j] >= 0x80:          # non-ASCII header key: the reference re-encodes its text
+                        bad = True
                 c += hkl
+                at = c
                 hvl, c = read_varint(src, c, rend)
                 if c < 0 or c + max(hvl, 0) > rend:
                     return FT_FALLBACK, b
+                bad |= hvl < -1 or not varint_canonical(src, at, c)
                 c += max(hvl, 0)
             if c != rend:
                 return FT_FALLBACK, b
@@ -203,11 +229,12 @@ def filter_window_kernel(buf, dbuf, b_src, b_start, b_end, b_pos, b_size, b_coun
                 else:
                     code = _LATEST if has else _NOT_IN_MAP
             counts[code] += 1
-            kept = code == _LATEST or code == _NOT_IN_MAP or code == _BEYOND_MAP or code == _TOMB_KEPT
-            keep[k] = kept
-            if kept:
+            if code == _LATEST or code == _NOT_IN_MAP or code == _BEYOND_MAP or code == _TOMB_KEPT:
                 kept_ts[kc] = b_max_ts[b] if log_append else b_base_ts[b] + tsd
+                kept_body[kc] = body
+                kept_end[kc] = rend
                 kc += 1
+                odd |= bad
                 if offset > top_offset:
                     top_offset = offset
                 if vlen < 0:
@@ -236,22 +263,29 @@ def filter_window_kernel(buf, dbuf, b_src, b_start, b_end, b_pos, b_size, b_coun
             o_max_offset[b] = b_last[b]
             o_max_ts[b] = b_max_ts[b]
         else:
+            if odd:
+                return FT_FALLBACK, b
             if need_horizon:
                 horizon = new_horizon
                 counts[C_HORIZONS] += 1
-            status, e = rebuild_batch_kernel(buf, b_pos[b], src, b_start[b], end, count, keep, kept_ts, kc, log_append,
-                                             b_max_ts[b], has_horizon or need_horizon, horizon, out, q, scratch,
-                                             deltas, lz4_fns, lz4_state, zstd_fns, cctx, zstd_io, crc_fn)
+            base_ts = horizon if has_horizon or need_horizon else kept_ts[0]
+            if (attr & 7) == NONE:          # the records go straight where the codec would put its frame
+                at = q + _HEADER_BYTES
+                if at + (end - b_start[b]) + 16 * kc > out.shape[0]:
+                    return FT_FALLBACK, b
+                overflow, e, top = write_kept_records_kernel(src, kept_body, kept_end, kept_ts, kc, base_ts, out, at)
+                rq = e - at
+            else:
+                overflow, rq, top = write_kept_records_kernel(src, kept_body, kept_end, kept_ts, kc, base_ts,
+                                                              scratch, 0)
+            if overflow:
+                return FT_FALLBACK, b
+            max_ts = b_max_ts[b] if log_append else top
+            status, e = seal_batch_kernel(buf, b_pos[b], scratch, rq, kc, base_ts, max_ts, has_horizon or need_horizon,
+                                          out, q, lz4_fns, lz4_state, zstd_fns, cctx, zstd_io, crc_fn)
             if status != ENC_OK:
                 return FT_FALLBACK, b
-            if log_append:
-                o_max_ts[b] = b_max_ts[b]
-            else:
-                top = kept_ts[0]
-                for j in range(1, kc):
-                    if kept_ts[j] > top:
-                        top = kept_ts[j]
-                o_max_ts[b] = top
+            o_max_ts[b] = max_ts
             o_max_offset[b] = top_offset
             q = e
             counts[C_REWRITTEN] += 1
@@ -300,9 +334,9 @@ def _run(buf, dbuf, b_src, b_start, b_end, h, offset_map: KeyVerdicts, now_ms: i
     out = thread_output_buffer("cleaner recopy, written").reserve(room, 0)
     scratch = thread_output_buffer("cleaner recopy, records").reserve(
         int((region + 16 * per_batch).max()) + 16 if nb else 16, 0)
-    keep = np.empty(max(most, 1), np.uint8)             # (per record of one batch: small)
+    kept_body = np.empty(max(most, 1), np.int64)        # (per record of one batch: small)
+    kept_end = np.empty(max(most, 1), np.int64)
     kept_ts = np.empty(max(most, 1), np.int64)
-    deltas = np.empty(max(most, 1), np.int64)
     o = [np.empty(nb, np.int64) for _ in range(5)]
     c = np.zeros(N_COUNTERS, np.int64)
     if offset_map.key_map is not None:
@@ -315,8 +349,8 @@ def _run(buf, dbuf, b_src, b_start, b_end, h, offset_map: KeyVerdicts, now_ms: i
         h.baseOffset, h.lastOffset, h.attributes.astype(np.int64), h.baseTimestamp, h.maxTimestamp,
         offset_map.end_offset, now_ms, now_ms + delete_retention_ms, map_below, weak, slots, arena,
         offset_map.found_bits, offset_map.superseded_bits,
-        ordinal, keep, kept_ts, deltas, scratch, out, *o, c, codecs.lz4, codecs.lz4_state, codecs.zstd_fns, codecs.cctx,
-        codecs.zstd_io, codecs.crc)
+        ordinal, kept_body, kept_end, kept_ts, scratch, out, *o, c, codecs.lz4, codecs.lz4_state, codecs.zstd_fns,
+        codecs.cctx, codecs.zstd_io, codecs.crc)
     if status != FT_OK:
         return None
     by = c.tolist()

@@ -10,10 +10,15 @@ ASCII (a header key is decoded leniently as UTF-8 and re-encoded); the kernel ch
 and answers ``ENC_FALLBACK`` otherwise, and the caller then takes the reference writer. The
 header and CRC are built as ``encode_batch`` builds them; tests compare both writers byte for byte.
 
-``rebuild_batch_kernel`` is the same writing with no Python call at all, for compiled callers (the
-cleaner's window recopy): the header is the source batch's with the fields a rewrite changes
-patched, the payload compressed through the C codecs (``compression_accel``) and the CRC computed
-through the C CRC-32C (``native``); whatever it cannot do the same way it answers ENC_FALLBACK.
+For compiled callers that have walked the records themselves (the cleaner's window recopy,
+``cleaner.filter_to``, which decides keep/drop in the same walk and checks the same canonical
+forms with ``varint_canonical``), the same writing comes in pieces with no Python call at all:
+``write_kept_records_kernel`` writes the kept records from the positions the caller noted
+(``write_kept_record`` each, no second parse), and ``seal_batch_kernel`` puts the header in front
+— the source batch's with the fields a rewrite changes patched — compressing the records through
+the C codecs (``compression_accel``; for codec none they are written in place after the header)
+and computing the CRC through the C CRC-32C (``native``); whatever it cannot do the same way it
+answers ENC_FALLBACK.
 """
 from __future__ import annotations
 
@@ -100,6 +105,31 @@ def _size_unsigned(raw):
     return n
 
 
+@njit(cache=_CACHE, inline="always")
+def varint_canonical(src, p, nxt):
+    """Whether the varint (32-bit field) read from ``src[p:nxt)`` is in the form the reference
+    writer would give it: shortest, and no bits beyond 32 in a fifth byte."""
+    last = src[nxt - 1]
+    n = nxt - p
+    return n == 1 or (last != 0 and (n < 5 or last <= 0x0F))
+
+
+@njit(cache=_CACHE, inline="always")
+def write_kept_record(out, q, src, body, rend, delta):
+    """Write one retained record at ``out[q]``: its new length varint, attributes 0, ``delta`` as
+    its timestampDelta, then ``src[body:rend)`` (the source record from its offsetDelta on)
+    verbatim. Returns the end position in ``out``."""
+    zz = np.uint64((delta << 1) ^ (delta >> 63))
+    tail = rend - body
+    new_len = 1 + _size_unsigned(zz) + tail
+    q = _write_unsigned(out, q, np.uint64(new_len << 1))
+    out[q] = 0
+    q += 1
+    q = _write_unsigned(out, q, zz)
+    copy_bytes(out, q, src, body, tail)
+    return q + tail
+
+
 @njit(cache=_CACHE, nogil=True)
 def rewrite_records_kernel(src, start, end, count, keep, ts_delta, out, out_start):
     """Write the kept records of the records region ``src[start:end)`` (``count`` records; ``keep``:
@@ -158,17 +188,8 @@ def rewrite_records_kernel(src, start, end, count, keep, ts_delta, out, out_star
                 return st, q
         if c != rend:
             return ENC_MALFORMED, q
-        d = ts_delta[k]
+        q = write_kept_record(out, q, src, body, rend, ts_delta[k])
         k += 1
-        zz = np.uint64((d << 1) ^ (d >> 63))
-        tail = rend - body
-        new_len = 1 + _size_unsigned(zz) + tail
-        q = _write_unsigned(out, q, np.uint64(new_len << 1))
-        out[q] = 0
-        q += 1
-        q = _write_unsigned(out, q, zz)
-        copy_bytes(out, q, src, body, tail)
-        q += tail
         p = rend
     return ENC_OK, q
 
@@ -215,39 +236,53 @@ def _get_be64(buf, p):
 
 
 @njit(cache=_CACHE, nogil=True)
-def rebuild_batch_kernel(buf, pos, src, start, end, count, keep, kept_ts, nk, log_append, max_timestamp,
-                         has_horizon, horizon, out, q, scratch, deltas, lz4_fns, lz4_state, zstd_fns, cctx, zstd_io,
-                         crc_fn):
-    """``rewrite_batch`` of the source batch whose header is at ``buf[pos]`` (records region
-    ``src[start:end)``, ``count`` records, ``keep`` one 0/1 each; ``kept_ts`` the ``nk`` kept
-    records' absolute timestamps), written at ``out[q:]``; ``max_timestamp`` is used when
-    ``log_append``, ``horizon`` when ``has_horizon``. ``scratch`` holds the uncompressed records
-    (room: end - start + 16 * nk), ``deltas`` nk timestamp deltas. Returns (status, end in out)."""
+def write_kept_records_kernel(src, kept_body, kept_end, kept_ts, nk, base_ts, out, q):
+    """Write ``nk`` retained records at ``out[q:]`` (``write_kept_record`` each): record j's source
+    bytes from its offsetDelta on are ``src[kept_body[j]:kept_end[j])``, its absolute timestamp
+    ``kept_ts[j]``, its new timestampDelta ``kept_ts[j] - base_ts``. The caller has checked that each
+    is in the form the reference writer gives (``rewrite_records_kernel``'s checks) and that
+    ``out`` has room (at most 16 bytes more per record than the source's). Returns (overflowed,
+    end in ``out``, largest timestamp): an int64 overflow of a delta makes the reference writer
+    raise, so the caller then defers to it."""
+    top = kept_ts[0]
+    for j in range(nk):
+        t = kept_ts[j]
+        d = t - base_ts
+        if ((t ^ base_ts) & (t ^ d)) < 0:
+            return True, q, top
+        if t > top:
+            top = t
+        q = write_kept_record(out, q, src, kept_body[j], kept_end[j], d)
+    return False, q, top
+
+
+@njit(cache=_CACHE, nogil=True)
+def seal_batch_kernel(buf, pos, records, rq, nk, base_ts, max_ts, has_horizon, out, q, lz4_fns, lz4_state, zstd_fns,
+                      cctx, zstd_io, crc_fn):
+    """Finish at ``out[q:]`` the rewrite (``rewrite_batch``) of the source batch whose header is at
+    ``buf[pos]``, its ``nk`` kept records already written uncompressed (``rq`` bytes): for codec
+    none by the caller straight at ``out[q + RECORDS_OFFSET:]`` (``records`` is then not read),
+    else in ``records[0:rq)``, which the C codecs compress after the header. The header is the
+    source's with length, attributes (horizon flag when ``has_horizon``), ``base_ts``, ``max_ts``
+    and the count patched; then the CRC (C CRC-32C). Returns (status, end in ``out``):
+    ENC_FALLBACK for whatever it cannot write as the reference writer does (another codec, an
+    offset near the int64 limits, no C CRC), and nothing it wrote is to be used."""
     base_offset = _get_be64(buf, pos)
     if nk == 0 or base_offset < -_OFFSET_LIMIT or base_offset > _OFFSET_LIMIT or crc_fn == 0:
         return ENC_FALLBACK, q
-    base_ts = horizon if has_horizon else kept_ts[0]
-    overflow, top = timestamp_deltas_kernel(kept_ts[:nk], base_ts, deltas)
-    if overflow:
-        return ENC_FALLBACK, q
-    max_ts = max_timestamp if log_append else top
-    status, rq = rewrite_records_kernel(src, start, end, count, keep, deltas, scratch, 0)
-    if status != ENC_OK:
-        return status, q
     attributes = np.int64(buf[pos + _ATTRIBUTES_AT + 1]) & _KEEP_ATTRIBUTES
     codec = attributes & 7
     at = q + _HEADER_BYTES
     if codec == NONE:
-        if at + rq > out.shape[0]:
-            return ENC_FALLBACK, q
-        copy_bytes(out, at, scratch, 0, rq)
         e = at + rq
+        if e > out.shape[0]:
+            return ENC_FALLBACK, q
     elif codec == LZ4:
-        st, e = lz4_frame_compress(scratch, 0, rq, out, at, lz4_fns, lz4_state)
+        st, e = lz4_frame_compress(records, 0, rq, out, at, lz4_fns, lz4_state)
         if st != COMP_OK:
             return ENC_FALLBACK, q
     elif codec == ZSTD:
-        st, e = zstd_frame_compress(scratch, 0, rq, out, at, zstd_fns, cctx, zstd_io)
+        st, e = zstd_frame_compress(records, 0, rq, out, at, zstd_fns, cctx, zstd_io)
         if st != COMP_OK:
             return ENC_FALLBACK, q
     else:
@@ -317,5 +352,6 @@ def rewrite_batch(src: np.ndarray, start: int, end: int, count: int, keep: np.nd
     return bytes(header) + bytes(payload)
 
 
-__all__ = ["ENC_FALLBACK", "ENC_MALFORMED", "ENC_OK", "rebuild_batch_kernel", "rewrite_batch",
-           "rewrite_records_kernel"]
+__all__ = ["ENC_FALLBACK", "ENC_MALFORMED", "ENC_OK", "rewrite_batch", "rewrite_records_kernel",
+           "seal_batch_kernel", "timestamp_deltas_kernel", "varint_canonical", "write_kept_record",
+           "write_kept_records_kernel"]

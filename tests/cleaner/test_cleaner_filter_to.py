@@ -7,6 +7,7 @@ from __future__ import annotations
 import shutil
 from dataclasses import replace
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 
 from kafkalog.cleaner import cleaner as cleaner_mod, filter_to
 from kafkalog.format import compression as C
+from kafkalog.format import record_batch as rb
 from kafkalog.format import compression_accel as ca
 from kafkalog.format.native import LZ4_STREAM_BYTES, native_functions
 
@@ -229,3 +231,153 @@ def test_a_newer_window_cache_in_the_thread_takes_the_arena():
     assert not old.offer(1, 10, np.ones(10, np.int64), zeros, zeros, np.full(10, 1, np.uint8), room=1 << 20)
     n, _src, _s, _e, dbuf = new.take(1, 0, 10)
     assert n == 10 and int(dbuf[0]) == 9
+
+
+# --- hand-made records: the kernel's one walk decides and checks what the verbatim copy needs ---
+
+def _uvarint(u: int, pad: int = 0) -> bytes:
+    """LEB128 of ``u``; ``pad`` extra bytes make it longer than the shortest form (same value)."""
+    out = bytearray()
+    while u >= 0x80:
+        out.append((u & 0x7F) | 0x80)
+        u >>= 7
+    out.append(u)
+    for _ in range(pad):
+        out[-1] |= 0x80
+        out.append(0)
+    return bytes(out)
+
+
+def _varint(v: int, pad: int = 0) -> bytes:
+    return _uvarint(((v << 1) ^ (v >> 63)) & ((1 << 64) - 1), pad)
+
+
+def _nullable(b, odd: bool = False, null_as: int = -1) -> bytes:
+    if b is None:
+        return _varint(null_as)
+    return _varint(len(b), 1 if odd else 0) + b
+
+
+# the ways a record can differ from what the reference writer would write for it; the first ones
+# lie only in fields a rewrite writes anew (length, attributes, timestampDelta), the others in the
+# part the kernel copies verbatim, so a batch that keeps such a record goes to filter_window
+REWRITTEN_ANEW = ["length", "attributes", "timestamp_delta"]
+NOT_VERBATIM = ["offset_delta", "key_length", "key_length_bit_32", "value_length", "null_value_-2",
+                "header_count", "header_key_length", "header_key_not_ascii", "header_value_length",
+                "null_header_value_-3"]
+
+
+def _raw_record(offset_delta: int, ts_delta: int, key, value, odd: Optional[str] = None) -> bytes:
+    headers = []
+    if odd and odd.startswith(("header", "null_header")):
+        headers = [(b"h\xff\x01" if odd == "header_key_not_ascii" else b"h", None if "null_header" in odd else b"x")]
+    body = bytes([5 if odd == "attributes" else 0]) + _varint(ts_delta, 2 if odd == "timestamp_delta" else 0)
+    body += _varint(offset_delta, 1 if odd == "offset_delta" else 0)
+    if odd == "key_length_bit_32":          # a fifth byte with bits past 32: the decoder drops them
+        body += _uvarint(((len(key) << 1) | (1 << 32)), 0) + key
+    else:
+        body += _nullable(key, odd == "key_length")
+    if odd == "null_value_-2":
+        value = None
+    body += _nullable(value, odd == "value_length", -2 if odd == "null_value_-2" else -1)
+    body += _varint(len(headers), 1 if odd == "header_count" else 0)
+    for hk, hv in headers:
+        body += _varint(len(hk), 1 if odd == "header_key_length" else 0) + hk
+        body += _nullable(hv, odd == "header_value_length", -3 if odd == "null_header_value_-3" else -1)
+    return _varint(len(body), 1 if odd == "length" else 0) + body
+
+
+def _raw_batch(base: int, recs, codec: int, *, log_append: bool = False, odd_at: int = -1,
+               odd: Optional[str] = None) -> bytes:
+    """A batch of ``recs`` ((key, value) at base, base + 1, ... with timestamps T0 + offset) framed
+    as ``encode_batch`` frames it, record ``odd_at`` written the ``odd`` way."""
+    template = rb.encode_batch([rb.V2Record(base + i, T0 + base + i, k, v) for i, (k, v) in enumerate(recs)],
+                               base_offset=base, codec=codec,
+                               timestamp_type=rb.LOG_APPEND_TIME if log_append else rb.CREATE_TIME,
+                               max_timestamp=T0 + base + len(recs) + 5 if log_append else None)
+    raw = b"".join(_raw_record(i, i, k, v, odd if i == odd_at else None) for i, (k, v) in enumerate(recs))
+    out = bytearray(template[:rb.RECORDS_OFFSET] + (C.compress(codec, raw) if codec else raw))
+    out[8:12] = (len(out) - rb.LOG_OVERHEAD).to_bytes(4, "big", signed=True)
+    out[rb.CRC_OFFSET:rb.ATTRIBUTES_OFFSET] = rb.compute_crc(out).to_bytes(4, "big")
+    return bytes(out)
+
+
+def _raw_log_dir(tmp: Path, segments) -> Path:
+    """A partition folder of raw segments (lists of batch bytes; the last one active)."""
+    from kafkalog.checkpoint.offset import write_offset_checkpoint
+    from kafkalog.log.names import REPLICATION_OFFSET_CHECKPOINT, format_segment_file_name
+
+    d = tmp / "src" / "compacted-0"
+    d.mkdir(parents=True)
+    leo = 0
+    for seg in segments:
+        base = int.from_bytes(seg[0][:8], "big")
+        (d / format_segment_file_name(base, "log")).write_bytes(b"".join(seg))
+        last = seg[-1]
+        leo = int.from_bytes(last[:8], "big") + int.from_bytes(last[23:27], "big") + 1
+    write_offset_checkpoint(tmp / "src" / REPLICATION_OFFSET_CHECKPOINT, {("compacted", 0): leo})
+    return tmp / "src"
+
+
+def _odd_log(tmp: Path, codec: int, odd: Optional[str], odd_at: int, later_keys, *, log_append=False) -> Path:
+    first = [(b"a", b"1" * 30), (b"b", b"2" * 40), (b"c", None), (b"d", b"4" * 50)]
+    return _raw_log_dir(tmp, [
+        [_raw_batch(0, first, codec, odd_at=odd_at, odd=odd, log_append=log_append),
+         _raw_batch(4, [(k, b"later %s" % k) for k in later_keys], codec, log_append=log_append),
+         _raw_batch(4 + len(later_keys), [(b"g", b"7")], codec, log_append=log_append)],
+        [_raw_batch(5 + len(later_keys), [(b"q", b"last below the upper bound")], 0)],
+        [_raw_batch(6 + len(later_keys), [(b"z", b"active")], 0)]])
+
+
+@needs_native
+@pytest.mark.parametrize("codec", [0, 3, 4])
+@pytest.mark.parametrize("odd", REWRITTEN_ANEW + NOT_VERBATIM)
+@pytest.mark.parametrize("where", ["dropped", "kept"])
+def test_records_the_verbatim_copy_cannot_write(tmp_path, monkeypatch, codec, odd, where):
+    """A record the reference writer would write differently from its source bytes: dropped (it is
+    the batch's first record, superseded by a later "a"), the kernel rewrites the batch; kept (the
+    batch is rewritten anyway: its kept tombstone gets a horizon), the window goes to filter_window
+    unless the difference lies only in fields a rewrite writes anew. The reference's bytes always."""
+    later = [b"a", b"e"] if where == "dropped" else [b"e", b"f"]
+    seen = _compiled_windows(monkeypatch)
+    res = _both(_odd_log(tmp_path, codec, odd, 0, later), tmp_path, monkeypatch, T0 + 10 * DAY)
+    assert res.cleaned and res.counts.horizons_stamped == 1 and res.counts.batches_rewritten >= 1
+    assert res.counts.records_superseded == (1 if where == "dropped" else 0)
+    assert seen == [where == "dropped" or odd in REWRITTEN_ANEW], seen
+
+
+@needs_native
+@pytest.mark.parametrize("codec", [0, 3, 4])
+@pytest.mark.parametrize("log_append", [False, True])
+@pytest.mark.parametrize("later", [[b"a", b"b"], [b"b", b"d"], [b"a", b"b", b"d"], [b"c", b"e"], [b"e", b"f"]])
+def test_base_timestamp_of_a_rewritten_batch(tmp_path, monkeypatch, codec, log_append, later):
+    """Which records survive decides the rewritten batch's base timestamp: the horizon when its kept
+    tombstone needs one (the tombstone after kept records, or the first kept record), the first kept
+    record's timestamp when the tombstone goes (a dropped first record then moves it); every kept
+    record's timestampDelta follows."""
+    seen = _compiled_windows(monkeypatch)
+    res = _both(_odd_log(tmp_path, codec, None, -1, later, log_append=log_append), tmp_path, monkeypatch,
+                T0 + 10 * DAY)
+    assert res.cleaned and res.counts.horizons_stamped == (0 if b"c" in later else 1) and seen == [True]
+
+
+@needs_native
+@pytest.mark.parametrize("codec", [0, 3, 4])
+def test_a_batch_with_a_horizon_keeps_it_as_its_base(tmp_path, monkeypatch, codec):
+    """A second round: the batch stamped in the first keeps its horizon as base timestamp (before
+    it passes: its tombstone stays) while more of its records go."""
+    src = _odd_log(tmp_path / "one", codec, None, -1, [b"e", b"f"])
+    monkeypatch.setattr(cleaner_mod, "ENGINE", "reference")
+    d = src / "compacted-0"
+    assert clean(d, T0 + 10 * DAY, record_decisions=False).counts.horizons_stamped == 1
+    from kafkalog.log.names import format_segment_file_name
+    seg = d / format_segment_file_name(8, "log")            # the active segment, rolled; then a new one
+    seg.write_bytes(seg.read_bytes() + _raw_batch(9, [(b"b", b"again")], codec))
+    (d / format_segment_file_name(10, "log")).write_bytes(_raw_batch(10, [(b"z", b"active")], 0))
+    from kafkalog.checkpoint.offset import write_offset_checkpoint
+    from kafkalog.log.names import REPLICATION_OFFSET_CHECKPOINT
+    write_offset_checkpoint(src / REPLICATION_OFFSET_CHECKPOINT, {("compacted", 0): 11})
+    seen = _compiled_windows(monkeypatch)
+    res = _both(src, tmp_path, monkeypatch, T0 + 10 * DAY + 1000)
+    assert res.cleaned and res.counts.records_superseded == 1 and res.counts.horizons_stamped == 0
+    assert res.counts.tombstones_kept == 1 and True in seen
