@@ -341,7 +341,6 @@ def start_writeback(fd: int, offset: int, length: int) -> bool:
     end. Durability still comes only from that fsync. False (nothing done) where the call is missing."""
     global _SYNC_FILE_RANGE
     if _SYNC_FILE_RANGE is None:
-        _SYNC_FILE_RANGE = False
         try:
             import ctypes
 
@@ -349,8 +348,8 @@ def start_writeback(fd: int, offset: int, length: int) -> bool:
             fn.argtypes = (ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong, ctypes.c_uint)
             fn.restype = ctypes.c_int
             _SYNC_FILE_RANGE = fn
-        except (OSError, AttributeError):
-            pass
+        except (OSError, AttributeError):          # no C library to load, or no such call (not Linux)
+            _SYNC_FILE_RANGE = False
     if not _SYNC_FILE_RANGE or length <= 0:
         return False
     return _SYNC_FILE_RANGE(fd, offset, length, _SYNC_FILE_RANGE_WRITE) == 0
