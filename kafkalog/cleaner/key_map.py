@@ -36,9 +36,10 @@ held one (a log with offsets out of order) sets state[3]: the caller then asks t
 Slot of a key: fastrange(low 32 bits of its hash, capacity), then linear probing; the stored hash
 and length are compared, then the 16 bytes in the slot, then the tail in the arena. The budget
 (``log.cleaner.dedupe.buffer.size`` / concurrent cleaners) is shared by the slots and the arena as
-they fill: the slots start small (``INITIAL_CAPACITY``) and double, rehashed from the stored
-hashes, to at most what the budget less the arena's used bytes allows (the last step takes what is
-left); the arena may use what the slots leave. The map is full when a new key finds no room in
+they fill: the slots start small (``INITIAL_CAPACITY``, at most half the budget) and double,
+rehashed from the stored hashes, to at most as many as the budget holds with their keys' tails, the
+tails averaging what the keys held so far have (keys of at most 16 bytes: the whole budget, the last
+step taking what is left); the arena may use what the slots leave. The map is full when a new key finds no room in
 either. So ``nbytes`` (slots + arena used) never exceeds the budget, keys of at most 16 bytes take
 no arena at all (a budget holds budget / 40 x load factor of them: a fifth more than 24-byte slots
 with the budget in halves held), and a map sized to its keys stays in cache where a budget-sized
