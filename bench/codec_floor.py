@@ -32,9 +32,7 @@ from kafkalog.format.compression_accel import (COMP_OK, lz4_frame_bound, lz4_fra
 from kafkalog.format.decoder import decompress_batches
 from kafkalog.format.file_records import MappedFile, scan_batches
 from kafkalog.format.native import LZ4_STREAM_BYTES, crc32c_update, native_functions
-
-WINDOW_BATCHES = 1024
-WINDOW_BYTES = 2 << 20
+from kafkalog.cleaner.key_walk import WINDOW_BATCHES, WINDOW_BYTES     # windows as the map pass cuts them
 
 
 @njit(cache=True, nogil=True)

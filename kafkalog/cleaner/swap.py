@@ -17,7 +17,7 @@ from kafkalog.log.durable import fsync_dir
 from kafkalog.log.names import CLEANER_OFFSET_CHECKPOINT
 from kafkalog.errors import KafkalogError
 from kafkalog.format.buffer_pool import release_pages
-from kafkalog.format.file_records import MappedFile, scan_buffer
+from kafkalog.format.file_records import SCAN_WINDOW_BYTES, MappedFile, scan_buffer
 from kafkalog.format.record_batch import crc32c_update
 from kafkalog.index.transaction_index import TransactionIndex
 from kafkalog.log import durable
@@ -41,8 +41,6 @@ MTIME_SUFFIXES = ("log", "index", "timeindex")              # LogSegment.lastMod
 
 StepHook = Callable[[str, Optional[Path]], None]
 
-VERIFY_WINDOW_BYTES = 8 << 20      # the read-back check digests the mapped .log this many bytes at a time
-
 
 # --- swap-in ---------------------------------------------------------------------------------
 
@@ -57,8 +55,8 @@ def _verify_cleaned_log(path: Path, expected_size: int, expected_digest: int) ->
     with MappedFile(path) as f:            # one mapping for both checks: no copy into fresh buffers
         view = f.array
         digest = 0
-        for at in range(0, len(view), VERIFY_WINDOW_BYTES):
-            end = min(len(view), at + VERIFY_WINDOW_BYTES)
+        for at in range(0, len(view), SCAN_WINDOW_BYTES):       # the batch walk's windows, for the same RSS
+            end = min(len(view), at + SCAN_WINDOW_BYTES)
             digest = crc32c_update(view[at:end], digest)
             release_pages(view, at, end)    # (the page cache keeps them; the RSS stays one window)
         if len(view) != expected_size or digest != expected_digest:

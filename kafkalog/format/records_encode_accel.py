@@ -194,6 +194,12 @@ def rewrite_records_kernel(src, start, end, count, keep, ts_delta, out, out_star
     return ENC_OK, q
 
 
+@njit(cache=_CACHE, inline="always")
+def delta_overflows(t, base, d):
+    """Whether ``d = t - base`` overflowed int64 (the reference writer raises there)."""
+    return ((t ^ base) & (t ^ d)) < 0
+
+
 @njit(cache=_CACHE, nogil=True)
 def timestamp_deltas_kernel(ts, base, deltas):
     """deltas = ts - base; returns (overflowed, max of ts) — an int64 overflow makes the reference
@@ -202,7 +208,7 @@ def timestamp_deltas_kernel(ts, base, deltas):
     for i in range(ts.shape[0]):
         t = ts[i]
         d = t - base
-        if ((t ^ base) & (t ^ d)) < 0:
+        if delta_overflows(t, base, d):
             return True, top
         deltas[i] = d
         if t > top:
@@ -248,7 +254,7 @@ def write_kept_records_kernel(src, kept_body, kept_end, kept_ts, nk, base_ts, ou
     for j in range(nk):
         t = kept_ts[j]
         d = t - base_ts
-        if ((t ^ base_ts) & (t ^ d)) < 0:
+        if delta_overflows(t, base_ts, d):
             return True, q, top
         if t > top:
             top = t
@@ -353,5 +359,5 @@ def rewrite_batch(src: np.ndarray, start: int, end: int, count: int, keep: np.nd
 
 
 __all__ = ["ENC_FALLBACK", "ENC_MALFORMED", "ENC_OK", "rewrite_batch", "rewrite_records_kernel",
-           "seal_batch_kernel", "timestamp_deltas_kernel", "varint_canonical", "write_kept_record",
+           "delta_overflows", "seal_batch_kernel", "timestamp_deltas_kernel", "varint_canonical", "write_kept_record",
            "write_kept_records_kernel"]
