@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from broker_harness import broker_factory, kafka_jars, module_broker  # noqa: F401  (a real Kafka broker: tests/broker)
 from s3server import s3_env, s3_server  # noqa: F401  (session fixtures: a real S3 server for the object-store tests)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -48,11 +49,15 @@ def spark():
 
 SPARK_FOLDERS = {"udfs"}
 SPARK_SUBMIT_MODULES = {"test_readme.py", "test_faults.py", "test_user_errors.py", "test_scripts.py"}
+# ``broker``: the test runs Apache Kafka's own broker or tools (tests/broker; tests/broker_harness.py).
+BROKER_FOLDERS = {"broker"}
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
         folder = item.path.parent.name
+        if folder in BROKER_FOLDERS:
+            item.add_marker(pytest.mark.broker)
         if ("spark" in getattr(item, "fixturenames", ()) or folder in SPARK_FOLDERS
                 or item.path.name in SPARK_SUBMIT_MODULES):
             item.add_marker(pytest.mark.spark)

@@ -1,4 +1,5 @@
-"""Fixtures for the real-broker tests: Apache Kafka's own broker (kafkalog.testing.broker) as the judge.
+"""Fixtures for the real-broker tests (imported by tests/conftest.py; a conftest.py of its own in tests/broker
+would shadow tests/conftest.py for the modules that import it by name): Apache Kafka's own broker (kafkalog.testing.broker) as the judge.
 
 Every test here is marked ``broker``. Where the broker cannot run (no Java or Maven, Maven Central out
 of reach) the tests skip with the reason — unless ``KAFKALOG_BROKER_REQUIRED=1`` (set by .ci/run), where
@@ -62,10 +63,3 @@ def module_broker(kafka_jars, tmp_path_factory) -> Iterator[KafkaBroker]:
         _unavailable(str(e))
     yield broker
     broker.kill()
-
-
-def pytest_collection_modifyitems(config, items):
-    here = Path(__file__).parent
-    for item in items:
-        if here in item.path.parents:
-            item.add_marker(pytest.mark.broker)
