@@ -72,7 +72,12 @@ class LockHolder:
             who = "another kafkalog job"
         elif self.length in (JAVA_WHOLE_FILE_LOCK_LENGTH, WHOLE_FILE_LOCK_LENGTH):
             command = _command_line(self.pid, limit=None)
-            who = "a Kafka broker" if command and KAFKA_MAIN_CLASS in command.split() else "a broker or other Java process"
+            if command and KAFKA_MAIN_CLASS in command.split():
+                who = "a Kafka broker"
+            elif self.length == JAVA_WHOLE_FILE_LOCK_LENGTH:
+                who = "a broker or other Java process"
+            else:
+                who = "a broker or other process"
         else:
             who = "a broker or other process"
         if self.pid is None:
