@@ -185,10 +185,12 @@ def _add_log_dir_arguments(p) -> None:
     p.add_argument("--log-dirs", required=True, type=file_list, metavar="DIR[,DIR...]",
                    help="REQUIRED: the broker's log dirs (log.dirs), comma-separated")
     p.add_argument("--topic", required=True, help="REQUIRED: the topic (its exact name)")
-    p.add_argument("--isolation", choices=("log_end", "high_watermark"), default="log_end",
+    p.add_argument("--isolation", choices=("log_end", "high_watermark", "read_committed"), default="log_end",
                    help="log_end (default): read up to the log end offset, latest = LEO, as the log layer "
                         "answers; high_watermark: up to the checkpointed high watermark, as a read_uncommitted "
-                        "client is answered (replication-offset-checkpoint; it lags the broker by up to 5 s)")
+                        "client is answered (replication-offset-checkpoint; it lags the broker by up to 5 s); "
+                        "read_committed: up to the last stable offset (the first offset of a transaction still "
+                        "open, replayed from the batch headers), as a read_committed client is answered")
     p.add_argument("--json", action="store_true", help="one JSON object per line instead of text")
 
 
