@@ -31,6 +31,7 @@ class MetadataRecord:
     version: Optional[int] = None
     data: Optional[Dict[str, Any]] = None
     error: Optional[str] = None
+    detail: Optional[str] = None         # what exactly could not be read, where Kafka's wording does not say
 
 
 def decode_metadata_record(value: Optional[bytes]) -> MetadataRecord:
@@ -54,9 +55,16 @@ def decode_metadata_record(value: Optional[bytes]) -> MetadataRecord:
         if rt is None:
             raise MessageFormatError(f"Unknown metadata id {out.api_key}")
         out.type_name = rt.type_name
-        if not rt.message.is_valid(out.version):
-            raise MessageFormatError(f"Can't read version {out.version} of {rt.message.name}")
-        fields, end = read_message(rt.message, value, out.version, pos=r.pos)
+        try:
+            if not rt.message.is_valid(out.version):
+                raise MessageFormatError(f"{rt.message.name} has no version {out.version} "
+                                         f"(versions {rt.message.valid_versions})")
+            fields, end = read_message(rt.message, value, out.version, pos=r.pos)
+        except (MessageFormatError, UnicodeDecodeError, ValueError) as e:
+            out.detail = str(e)          # Kafka's serde says only which type failed
+            raise MessageFormatError(f"Failed to deserialize record with type {out.api_key}") from None
+        if end != len(value):
+            raise MessageFormatError(f"Found {len(value) - end} byte(s) of garbage after {out.api_key}")
         out.data = to_kafka_json(rt.message, fields, out.version)
     except (MessageFormatError, UnicodeDecodeError, ValueError) as e:
         out.error = str(e)
@@ -76,5 +84,5 @@ def metadata_record_json(record: MetadataRecord) -> Dict[str, Any]:
     out: Dict[str, Any] = {"metadataType": record.type_name, "metadataVersion": record.version,
                            "decodedValue": record.data}
     if record.error is not None:
-        out["decodeError"] = record.error
+        out["decodeError"] = record.error if record.detail is None else f"{record.error}: {record.detail}"
     return out
