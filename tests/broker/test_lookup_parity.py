@@ -3,7 +3,7 @@ max-timestamp, -4 earliest-local, timestamps before, at, between and after the d
 an aborted and an open transaction) equals ``kafkalog offsets`` and the library lookup
 (kafkalog.lookup.partition_log, which the lookup Spark job runs per query through kafkalog.lookup.bulk)
 on the broker's stopped log dir — on a plain topic over several segments whose largest timestamp sits in
-an old segment, on a compacted topic with gaps the broker's cleaner left, and on a partition whose rolled
+an old segment and whose log start offset DeleteRecords moved, on a compacted topic with gaps the broker's cleaner left, and on a partition whose rolled
 segment lost its ``.timeindex`` (the broker falls back to the ``.log``'s mtime to choose the segment).
 """
 from __future__ import annotations
@@ -56,7 +56,17 @@ def answered(module_broker, tmp_path_factory):
     for topic in (PLAIN, NO_TIMEINDEX):
         bc.create_topic(b, topic, configs={"segment.ms": 5000, "retention.ms": -1, "retention.bytes": -1})
         bc.produce(b, topic, plain, flush_every=2)
+    # DeleteRecords: the log start offset moves inside the first segment (earliest, and timestamp answers
+    # below it, change; the segment stays until retention finds it wholly below)
+    assert bc.delete_records(b, {(PLAIN, 0): 3}) == {(PLAIN, 0): 3}
+    # Until the retention task deletes the segment wholly below the new start ([0, 1]: the next batch's
+    # timestamp rolled it), the broker still chooses it for a time it reaches and answers "not found"
+    # (UnifiedLog searches only the first segment reaching the time): ask once it is gone, on the files
+    # we read after the stop.
+    b.wait_until(lambda: not (b.partition_dir(PLAIN) / "00000000000000000000.log").exists(), timeout=30,
+                 what="retention to delete the segment below the log start offset")
     answers[PLAIN] = _ask(b, PLAIN, targets)
+    assert answers[PLAIN][bc.EARLIEST][0] == 3
 
     # a compacted topic: the cleaner leaves offset gaps; a sentinel rolls the last dirty segment
     bc.create_topic(b, COMPACT, configs={"cleanup.policy": "compact", "segment.ms": 5000, "min.cleanable.dirty.ratio": 0,
