@@ -101,8 +101,7 @@ def test_every_job_leaves_the_metadata_log_alone_and_the_broker_restarts(kraft, 
     assert not [r for r in rows if r.get("kind") == "error" or r.get("problem")], rows
 
     # retention: dry run, then --execute (holding the lock as the job does)
-    dry = [retain_partition(folder, log_dir=data, configs=configs, now_ms=now) for _, folder in folders
-           if parse_partition_dir_name(Path(folder).name)[0] != "__transaction_state"]
+    dry = [retain_partition(folder, log_dir=data, configs=configs, now_ms=now) for _, folder in folders]
     assert {o["topic"]: o["status"] for o in dry}[KRAFT_METADATA_TOPIC] == "skipped"
     with lock_log_dir(data):
         done = [retain_partition(folder, log_dir=data, configs=configs, now_ms=now, execute=True, delete_delay_ms=0)
