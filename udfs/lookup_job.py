@@ -63,8 +63,9 @@ def build_parser():
     parser.add_argument("--catalog", metavar="PATH", type=delta_table_input,
                         help="resolve partitions from this catalog Delta table "
                                                            "instead of listing the log dirs")
-    parser.add_argument("--isolation", choices=("log_end", "high_watermark"), default="log_end",
-                        help="LATEST and the upper bound: the log end offset, or the checkpointed high watermark")
+    parser.add_argument("--isolation", choices=("log_end", "high_watermark", "read_committed"), default="log_end",
+                        help="LATEST and the upper bound: the log end offset, the checkpointed high watermark, or "
+                             "the last stable offset (read_committed)")
     parser.add_argument("--output", metavar="PATH", type=table_path,
                         help="Delta table to write the answers to (replaced)")
     parser.add_argument("--output-json", metavar="PATH", type=report_path, help="write the answers as JSON lines here")

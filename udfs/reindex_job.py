@@ -92,7 +92,7 @@ def summarize(rows: list[dict]) -> dict:
         classes={k: v for k, v in classes.items() if v},
         actions=dict(Counter(r["action"] for r in rows if r["action"] != "none")),
         partitions=len({r["partition_dir"] for r in rows}),
-        active_segments_skipped=sum(1 for r in rows if r["class"] == "skipped"),
+        active_segments_skipped=sum(1 for r in rows if r["class"] == "skipped" and r["kind"] == "log"),
         corrupt=[dict(partition_dir=r["partition_dir"], file=r["file"], entry=r["first_bad_entry"],
                       position=r["first_bad_position"], reason=r["reason"], action=r["action"])
                  for r in rows if r["class"] == "corrupt"],

@@ -52,7 +52,7 @@ from typing import Collection, Dict, Iterable, List, Optional, Sequence, Tuple, 
 
 import numpy as np
 
-from kafkalog.log.names import CLEANER_OFFSET_CHECKPOINT
+from kafkalog.log.names import CLEANER_OFFSET_CHECKPOINT, KRAFT_METADATA_TOPIC
 from kafkalog.cleaner import fast_filter
 from kafkalog.cleaner import key_map as km
 from kafkalog.cleaner.key_walk import KeyVerdicts, build_key_verdicts, segment_ordinals
@@ -540,6 +540,8 @@ def clean_log_dir(log_dir, *, configs: KafkaConfigs, now_ms: int, dry_run: bool 
     def run():
         for p in scanned.partitions:
             if p.kind != "live" or (wanted is not None and (p.topic, p.partition) not in wanted):
+                continue
+            if p.topic == KRAFT_METADATA_TOPIC:      # METADATA_LOG_NOT_CLEANED
                 continue
             config = configs.for_topic(p.topic)
             if not config.compact:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from kafkalog.errors import KafkalogError
-from kafkalog.log.names import parse_partition_dir_name
+from kafkalog.log.names import KRAFT_METADATA_TOPIC, parse_partition_dir_name
 from kafkalog.cleaner.cleanable import NotCleanableReason
 from kafkalog.cleaner.cleaner import clean_partition
 from kafkalog.cleaner.plan import plan_partition
@@ -38,6 +38,11 @@ COUNT_FIELDS = ("batches_read", "batches_copied", "batches_rewritten", "batches_
 RESULT_FIELDS = ("end_offset", "map_size", "passes", "map_keys", "map_budget", "map_bytes", "groups",
                  "bytes_removed", "duration_s")
 ROW_FIELDS = PLAN_FIELDS + RESULT_FIELDS + COUNT_FIELDS + ("explain",)
+
+
+# KafkaRaftServer's metadata log is raft's (KafkaMetadataLog): the LogManager never loads it, so no
+# broker cleaner ever compacts it, whatever cleanup.policy the configs name; its snapshots trim it.
+METADATA_LOG_NOT_CLEANED = "the KRaft metadata log: raft owns it, a broker's cleaner never compacts it"
 
 
 def _not_cleaned(explain: Sequence[int], why: str) -> list:
@@ -88,6 +93,8 @@ def run_partition(log_dir: str, folder: str, *, configs, now_ms: int, dry_run: b
         row["min_cleanable_dirty_ratio"] = float(config.min_cleanable_dirty_ratio)
         if kind != "live":
             row.update(status=SKIPPED, reason=f"{kind} partition folder (only live partitions are cleaned)")
+        elif topic == KRAFT_METADATA_TOPIC:
+            row.update(status=SKIPPED, reason=METADATA_LOG_NOT_CLEANED)
         elif not config.compact:
             row.update(status=SKIPPED, reason=NotCleanableReason.NOT_COMPACTED.value)
         else:

@@ -30,6 +30,9 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 
 NO_VERSION_LIMIT = 0x7FFF
 INT_TYPES = {"int8": ">b", "int16": ">h", "int32": ">i", "int64": ">q"}
+# The other fixed-width types (KRaft metadata records use them): bool is one byte (non-zero true),
+# uint16 two bytes unsigned, float64 an IEEE double, all big-endian.
+FIXED_TYPES = {"bool": ">?", "uint16": ">H", "float64": ">d"}
 UUID_SIZE = 16
 NULL_STRUCT_MARKER = -1
 PRESENT_STRUCT_MARKER = 1
@@ -59,7 +62,7 @@ def _in(rng: Optional[Tuple[int, int]], version: int) -> bool:
 @dataclass(frozen=True)
 class Field:
     """One field of a message definition: ``type`` is ``int8..int64``, ``string``, ``bytes``,
-    ``uuid``, ``[]<type>`` or ``struct``/``[]struct`` with ``fields``."""
+    ``bool``, ``uint16``, ``float64``, ``uuid``, ``[]<type>`` or ``struct``/``[]struct`` with ``fields``."""
 
     name: str
     type: str
@@ -79,8 +82,12 @@ class Field:
             return self.default
         if self.nullable is not None and self.tag is not None:
             return None
-        if self.type in INT_TYPES:
+        if self.type in INT_TYPES or self.type == "uint16":
             return 0
+        if self.type == "bool":
+            return False
+        if self.type == "float64":
+            return 0.0
         if self.type.startswith("[]"):
             return []
         return "" if self.type == "string" else None
@@ -158,6 +165,9 @@ def _null_check(field: Field, version: int, n: int, at: int, what: str) -> None:
 def _read_value(r: MessageReader, field: Field, type_: str, version: int, flexible: bool, item: bool = False) -> Any:
     if type_ in INT_TYPES:
         return r.int(type_)
+    if type_ in FIXED_TYPES:
+        fmt = FIXED_TYPES[type_]
+        return struct.unpack(fmt, r.take(struct.calcsize(fmt)))[0]
     if type_ == "uuid":
         return base64.urlsafe_b64encode(r.take(UUID_SIZE)).decode("ascii").rstrip("=")
     if type_ in ("string", "bytes"):
@@ -287,6 +297,8 @@ def _write_length(n: int, flexible: bool, kind: str) -> bytes:
 def _write_value(field: Field, type_: str, value: Any, version: int, flexible: bool, item: bool = False) -> bytes:
     if type_ in INT_TYPES:
         return struct.pack(INT_TYPES[type_], value)
+    if type_ in FIXED_TYPES:
+        return struct.pack(FIXED_TYPES[type_], value)
     if type_ == "uuid":
         return base64.urlsafe_b64decode(value + "=" * (-len(value) % 4))
     if type_ in ("string", "bytes"):

@@ -51,12 +51,13 @@ from kafkalog.index.verdicts import (CORRUPT, DEFAULT_SEGMENT_INDEX_BYTES, IDENT
 from kafkalog.index.verify import verify_segment
 from kafkalog.format.file_records import MappedFile, recovery_valid_bytes
 from kafkalog.log.logdir import PartitionDir, scan_partition_dir
+from kafkalog.log.names import KRAFT_METADATA_TOPIC
 from kafkalog.log.producer_snapshot import read_producer_snapshot
 
 LOG = "log"
 PARTITION = "partition"
 ERROR = "error"       # a class: the file or folder could not be read
-SKIPPED = "skipped"   # a class: the active segment, left alone without include_active
+SKIPPED = "skipped"   # a class: the active segment without include_active; the KRaft metadata log
 #: actions
 NONE, REBUILT, CREATED, TRUNCATED, NOT_REBUILT, FAILED = "none", "rebuilt", "created", "truncated", "not rebuilt", "failed"
 CORRUPT_TAIL_PREFIX = "corrupt-tail-"
@@ -214,6 +215,13 @@ def reindex_partition(
     out = PartitionReindex(pdir.path, pdir.topic, pdir.partition)
     common = dict(log_dir=None if log_dir is None else os.fspath(log_dir), partition_dir=os.fspath(pdir.path),
                   topic=pdir.topic, partition=pdir.partition)
+    if pdir.topic == KRAFT_METADATA_TOPIC:
+        # KRaft's metadata log is loaded by raft (KafkaMetadataLog), never by the LogManager's recovery: its
+        # indexes stay preallocated, and nothing offline may rewrite a byte of the cluster's metadata.
+        out.rows.append(dict(common, base_offset=None, is_active=None, file=None, kind=PARTITION,
+                             **{"class": SKIPPED}, reason="the KRaft metadata log: raft owns its files, a broker's "
+                             "log recovery never rebuilds its indexes", action=NONE, action_detail=None))
+        return out
     segments = pdir.segments
     open_txns: Dict[int, int] = {}
     known = True

@@ -48,6 +48,10 @@ _OPEN_FLAGS = getattr(os, "O_CLOEXEC", 0)
 # a lock query which of the two holds the file without writing anything into it.
 KAFKALOG_LOCK_LENGTH = 0x6B61666B61        # "kafka" as an integer: ~460 GB, far past a .lock's size
 JAVA_WHOLE_FILE_LOCK_LENGTH = (1 << 63) - 1
+# ... which the JDK hands the kernel as length 0, "to the end of the file, however far it grows"
+# (FileDispatcherImpl.lock0 maps Long.MAX_VALUE to l_len 0): what F_GETLK reports for a running broker.
+WHOLE_FILE_LOCK_LENGTH = 0
+KAFKA_MAIN_CLASS = "kafka.Kafka"   # the broker's main class (bin/kafka-server-start.sh)
 
 
 @dataclass(frozen=True)
@@ -66,9 +70,14 @@ class LockHolder:
         other process …", as far as the lock and /proc tell."""
         if self.is_kafkalog:
             who = "another kafkalog job"
-        elif self.length == JAVA_WHOLE_FILE_LOCK_LENGTH:
-            command = _command_line(self.pid)
-            who = "a Kafka broker" if command and "kafka.Kafka" in command else "a broker or other Java process"
+        elif self.length in (JAVA_WHOLE_FILE_LOCK_LENGTH, WHOLE_FILE_LOCK_LENGTH):
+            command = _command_line(self.pid, limit=None)
+            if command and KAFKA_MAIN_CLASS in command.split():
+                who = "a Kafka broker"
+            elif self.length == JAVA_WHOLE_FILE_LOCK_LENGTH:
+                who = "a broker or other Java process"
+            else:
+                who = "a broker or other process"
         else:
             who = "a broker or other process"
         if self.pid is None:
@@ -77,7 +86,9 @@ class LockHolder:
         return f"{who} (PID {self.pid}{', ' + command if command else ''})"
 
 
-def _command_line(pid: Optional[int], limit: int = 120) -> Optional[str]:
+def _command_line(pid: Optional[int], limit: Optional[int] = 120) -> Optional[str]:
+    """The process's command line, cut at ``limit`` characters (None: whole; the JVM's main class comes
+    after a long class path)."""
     if pid is None or not sys.platform.startswith("linux"):
         return None
     try:
@@ -85,7 +96,7 @@ def _command_line(pid: Optional[int], limit: int = 120) -> Optional[str]:
     except OSError:
         return None
     text = " ".join(part.decode("utf-8", "replace") for part in raw.split(b"\0") if part)
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+    return text if limit is None or len(text) <= limit else text[:limit - 1] + "…"
 
 
 def _lock_holder(fd: int) -> Optional[LockHolder]:

@@ -33,7 +33,7 @@ from typing import Iterable, List, Optional
 from kafkalog.log.durable import fsync_dir
 from kafkalog.errors import KafkalogError, LogDirLockedError
 from kafkalog.format.file_records import scan_batches
-from kafkalog.log.lock import is_locked, lock_log_dir
+from kafkalog.log.lock import describe_lock_holder, is_locked, lock_log_dir
 from kafkalog.log.logdir import scan_log_dir
 from kafkalog.log.names import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
                                 TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, format_segment_file_name, offset_from_file_name)
@@ -160,8 +160,8 @@ def recover_log_dirs(log_dirs: Iterable) -> List[PartitionRecovery]:
     for log_dir in log_dirs:
         log_dir = Path(log_dir)
         if is_locked(log_dir):
-            raise LogDirLockedError("the log dir is locked by a running broker; it recovers its own files",
-                                    path=log_dir / ".lock")
+            raise LogDirLockedError(f"the log dir is locked by {describe_lock_holder(log_dir)}; a running broker "
+                                    "recovers its own files", path=log_dir / ".lock")
         scanned = scan_log_dir(log_dir)
         with lock_log_dir(log_dir):
             for p in scanned.partitions:

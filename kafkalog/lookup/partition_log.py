@@ -66,7 +66,7 @@ from kafkalog.log.local_log import high_watermark, log_start_offset, read_log_di
 from kafkalog.log.logdir import scan_partition_dir
 from kafkalog.log.segment import LogSegment, SegmentHandle, largest_timestamp, running_max
 from kafkalog.lookup.rules import (EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, FOUND, ISOLATION_HIGH_WATERMARK,
-                                   ISOLATION_LOG_END, LATEST_TIERED_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP,
+                                   ISOLATION_LOG_END, ISOLATION_READ_COMMITTED, LATEST_TIERED_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP,
                                    NO_LEADER_EPOCH, NO_TIERED_STORAGE, NO_TIMESTAMPS, NOT_IN_SEGMENT, PAST_END,
                                    SPECIAL_TIMESTAMPS, UNKNOWN_TIMESTAMP, BatchPosition, LookupResult, apply_isolation,
                                    check_isolation, earliest_epoch, first_record_at_or_after, first_segment_reaching,
@@ -112,6 +112,7 @@ class PartitionLog:
                                                  int(self.base_offsets[0]) if len(self.base_offsets) else None)
         self.notes: List[str] = []
         self._leo: Optional[int] = None
+        self._lso: Optional[int] = None
         self._last_valid_end: Optional[int] = None
         self._active_max: Optional[Tuple[int, int]] = None
         self._largest: Optional[np.ndarray] = None
@@ -152,9 +153,21 @@ class PartitionLog:
     def high_watermark(self) -> int:
         return high_watermark(self._hw_entry, log_start_offset=self.log_start_offset, log_end_offset=self.log_end_offset)
 
+    @property
+    def last_stable_offset(self) -> int:
+        """The LSO a read_committed client is bounded by: the first offset of the earliest transaction
+        still open below the high watermark, else the high watermark (replayed once, then kept)."""
+        if self._lso is None:
+            from kafkalog.log.last_stable_offset import replay_below
+            logs = [(s.base_offset, os.fspath(s.segment.files.log)) for s in self._segments]
+            self._lso = replay_below(logs, self.high_watermark)[0]
+        return self._lso
+
     def upper_bound(self, isolation: str) -> int:
-        """The last fetchable offset (exclusive) for this isolation: LEO or HW."""
+        """The last fetchable offset (exclusive) for this isolation: LEO, HW or LSO."""
         check_isolation(isolation)
+        if isolation == ISOLATION_READ_COMMITTED:
+            return self.last_stable_offset
         return self.high_watermark if isolation == ISOLATION_HIGH_WATERMARK else self.log_end_offset
 
     # --- ListOffsets --------------------------------------------------------------------------
@@ -174,7 +187,7 @@ class PartitionLog:
                                 self._base(len(self._segments) - 1), True, FOUND)
         if target == LATEST_TIERED_TIMESTAMP:
             return not_found(target, NO_TIERED_STORAGE)
-        bound = self.high_watermark if isolation == ISOLATION_HIGH_WATERMARK else None
+        bound = None if isolation == ISOLATION_LOG_END else self.upper_bound(isolation)
         if target == MAX_TIMESTAMP:
             return apply_isolation(self._max_timestamp(), bound)
         if target < 0:

@@ -42,7 +42,10 @@ Documented choices (where "offline" needs an answer Kafka does not give):
   a timestamp or MAX_TIMESTAMP answer at offset >= HW -> not found (``BEYOND_HIGH_WATERMARK``),
   reads stop at the HW. The checkpointed HW lags the broker's in-memory HW by up to
   ``replica.high.watermark.checkpoint.interval.ms`` (5 s), which is why it is not the default.
-  read_committed (the last stable offset) is not offered: it needs the producer state.
+  ``isolation="read_committed"``: what a read_committed client gets: the same with the last stable
+  offset (the first offset of a transaction still open, else the HW) in place of the HW. The broker
+  keeps open transactions in memory; offline they are replayed from every batch header below the HW
+  (kafkalog.log.last_stable_offset), so this isolation reads the whole partition's batch headers once.
 * PAST THE END: a timestamp greater than every record's -> not found, offset -1, timestamp -1,
   as Kafka answers (``PAST_END``; ``NOT_IN_SEGMENT`` when an mtime fallback or the LSO made the
   chosen segment empty-handed).
@@ -81,7 +84,8 @@ NO_LEADER_EPOCH = -1         # RecordBatch.NO_PARTITION_LEADER_EPOCH: "no epoch 
 
 ISOLATION_LOG_END = "log_end"              # the log layer / replica requests: LEO
 ISOLATION_HIGH_WATERMARK = "high_watermark"  # read_uncommitted clients: HW
-ISOLATIONS = (ISOLATION_LOG_END, ISOLATION_HIGH_WATERMARK)
+ISOLATION_READ_COMMITTED = "read_committed"  # read_committed clients: the last stable offset
+ISOLATIONS = (ISOLATION_LOG_END, ISOLATION_HIGH_WATERMARK, ISOLATION_READ_COMMITTED)
 
 # why a result is what it is (LookupResult.why)
 FOUND = "found"

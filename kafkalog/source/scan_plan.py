@@ -41,9 +41,7 @@ from kafkalog.lookup.rules import offset_index_problem, time_index_problem
 from kafkalog.log.local_log import high_watermark, load_partition, read_log_dir_checkpoints
 from kafkalog.log.segment import FROM_BATCHES, FROM_TIMEINDEX
 from kafkalog.errors import KafkalogError
-from kafkalog.format import control_record
-from kafkalog.format.file_records import scan_batches
-from kafkalog.index.builder import replay_transactions
+from kafkalog.log.last_stable_offset import replay_below
 from kafkalog.index.offset_index import read_offset_index
 from kafkalog.index.transaction_index import AbortedTxn
 from kafkalog.index.time_index import read_time_index
@@ -52,7 +50,6 @@ from kafkalog.source.options import (EARLIEST, KIND_EARLIEST, KIND_LATEST, KIND_
                                      SourceOptionError, TopicPartition)
 from kafkalog.log.logdir import scan_log_dirs
 from kafkalog.log.names import LIVE
-from kafkalog.log.records_io import iter_segment
 
 MIN_TARGET_BYTES = 4 << 20          # Spark's spark.sql.files.openCostInBytes: no smaller piece unless asked
 NO_BOUND = None
@@ -465,35 +462,7 @@ def resolve_spec(facts: PartitionFacts, spec: OffsetSpec, *, starting: bool, opt
 def read_committed_view(facts: PartitionFacts, upper: int) -> Tuple[int, Tuple[AbortedTxn, ...]]:
     """(last stable offset, aborted transactions) below ``upper``, replayed from the batch headers and
     the control records' types, as the broker's producer state and ``.txnindex`` hold them."""
-    columns: Dict[str, list] = {k: [] for k in ("base_offset", "producer_id", "is_transactional", "is_control",
-                                                "control_type")}
-    for seg in facts.segments:
-        if seg.base_offset >= upper:
-            break
-        table = scan_batches(seg.log, verify_crc=False, on_corrupt="stop").batches
-        if table.num_rows == 0:
-            continue
-        base = table.column("baseOffset").to_numpy()
-        keep = base < upper
-        pids = table.column("producerId").to_numpy()[keep]
-        txn = table.column("isTransactional").to_numpy(zero_copy_only=False)[keep]
-        ctrl = table.column("isControl").to_numpy(zero_copy_only=False)[keep]
-        pos = table.column("position").to_numpy()[keep]
-        size = table.column("size").to_numpy()[keep]
-        types = np.full(len(pids), -1, np.int64)
-        for i in np.flatnonzero(ctrl & (pids >= 0)).tolist():
-            for rows in iter_segment(seg.log, start=int(pos[i]), end=int(pos[i] + size[i]), verify_crc=False):
-                if rows.num_rows:
-                    types[i] = control_record.parse_control_type(rows.column("key")[0].as_py())
-                    break
-        columns["base_offset"].extend(base[keep].tolist())
-        columns["producer_id"].extend(pids.tolist())
-        columns["is_transactional"].extend(txn.tolist())
-        columns["is_control"].extend(ctrl.tolist())
-        columns["control_type"].extend(types.tolist())
-    aborted, still_open = replay_transactions(batches={k: np.asarray(v) for k, v in columns.items()})
-    lso = min([upper] + list(still_open.values()))
-    return lso, tuple(aborted)
+    return replay_below([(seg.base_offset, seg.log) for seg in facts.segments], upper)
 
 
 def resolve_ranges(partitions: Sequence[PartitionFacts], options: SourceOptions,

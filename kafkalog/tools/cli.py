@@ -79,6 +79,9 @@ def _add_dump(subparsers) -> None:
                           help="decode records as __consumer_offsets records (implies --print-data-log)")
     decoders.add_argument("--transaction-log-decoder", action="store_true",
                           help="decode records as __transaction_state records (implies --print-data-log)")
+    decoders.add_argument("--cluster-metadata-decoder", action="store_true",
+                          help="decode records as KRaft __cluster_metadata records, in segments and snapshots "
+                               "(implies --print-data-log)")
     p.set_defaults(handler=_run_dump)
 
 
@@ -101,8 +104,8 @@ def _check_dump_files(files: Sequence[str]) -> None:
 
 def _run_dump(args) -> int:
     from kafkalog.tools.dump.dumper import Dumper
-    from kafkalog.tools.dump.options import (DEFAULT_MAX_MESSAGE_SIZE, OFFSETS_DECODER, TRANSACTION_LOG_DECODER,
-                                             DumpOptions)
+    from kafkalog.tools.dump.options import (CLUSTER_METADATA_DECODER, DEFAULT_MAX_MESSAGE_SIZE, OFFSETS_DECODER,
+                                             TRANSACTION_LOG_DECODER, DumpOptions)
     from kafkalog.tools.dump.output import STDOUT
 
     _check_dump_files(args.files)
@@ -113,7 +116,8 @@ def _run_dump(args) -> int:
         max_bytes=args.max_bytes,
         max_message_size=DEFAULT_MAX_MESSAGE_SIZE if args.max_message_size is None else args.max_message_size,
         skip_record_metadata=args.skip_record_metadata, json=args.json,
-        decoder=OFFSETS_DECODER if args.offsets_decoder else TRANSACTION_LOG_DECODER if args.transaction_log_decoder else None)
+        decoder=OFFSETS_DECODER if args.offsets_decoder else TRANSACTION_LOG_DECODER if args.transaction_log_decoder
+        else CLUSTER_METADATA_DECODER if args.cluster_metadata_decoder else None)
     dumper = Dumper(options, prog=f"{PROG} dump")
     for line in dumper.dump_files(args.files):
         if line.stream == STDOUT:
@@ -181,10 +185,12 @@ def _add_log_dir_arguments(p) -> None:
     p.add_argument("--log-dirs", required=True, type=file_list, metavar="DIR[,DIR...]",
                    help="REQUIRED: the broker's log dirs (log.dirs), comma-separated")
     p.add_argument("--topic", required=True, help="REQUIRED: the topic (its exact name)")
-    p.add_argument("--isolation", choices=("log_end", "high_watermark"), default="log_end",
+    p.add_argument("--isolation", choices=("log_end", "high_watermark", "read_committed"), default="log_end",
                    help="log_end (default): read up to the log end offset, latest = LEO, as the log layer "
                         "answers; high_watermark: up to the checkpointed high watermark, as a read_uncommitted "
-                        "client is answered (replication-offset-checkpoint; it lags the broker by up to 5 s)")
+                        "client is answered (replication-offset-checkpoint; it lags the broker by up to 5 s); "
+                        "read_committed: up to the last stable offset (the first offset of a transaction still "
+                        "open, replayed from the batch headers), as a read_committed client is answered")
     p.add_argument("--json", action="store_true", help="one JSON object per line instead of text")
 
 

@@ -351,7 +351,7 @@ def test_past_the_end_and_latest_choices(tmp_path):
         with pytest.raises(ValueError):
             log.lookup(-9)
         with pytest.raises(ValueError, match="isolation"):
-            log.lookup(0, isolation="read_committed")
+            log.lookup(0, isolation="serializable")
         # LocalLog.read: between the HW and the log end a client's fetch is empty, not out of range
         assert log.translate_offset(4, isolation="high_watermark") is None
         assert log.translate_offset(6, isolation="high_watermark") is None

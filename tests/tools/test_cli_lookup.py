@@ -138,7 +138,7 @@ def test_offsets_over_several_log_dirs(tmp_path, capsys):
     (["--topic", "orders", "--time", "yesterday"], 2, "'yesterday' is not a time"),
     (["--topic", "orders", "--time", "-9"], 2, "negative times other than -1..-5"),
     (["--topic", "orders", "--partitions", "a,b"], 2, "--partitions expects a comma separated list"),
-    (["--topic", "orders", "--isolation", "read_committed"], 2, "invalid choice"),
+    (["--topic", "orders", "--isolation", "serializable"], 2, "invalid choice"),
     ([], 2, "the following arguments are required: --topic"),
 ])
 def test_offsets_bad_input(log_dir, capsys, argv, code, message):

@@ -14,6 +14,7 @@ import pytest
 from kafkalog.tools.dump.batch_walk import read_batch
 from kafkalog.tools.dump.dumper import Dumper, dump
 from kafkalog.tools.dump.log_segment import batch_line
+from kafkalog.tools.dump.options import CLUSTER_METADATA_DECODER
 from kafkalog.tools.dump.options import DumpOptions
 from kafkalog.format import control_record as cr
 from kafkalog.format import legacy_record as legacy
@@ -178,9 +179,21 @@ def test_kraft_leader_change_control_record(real_fixtures):
     out = run([path], deep_iteration=True).stdout
     assert out[2].startswith("baseOffset: 0 lastOffset: 0 count: 1 ") and " isControl: true " in out[2]
     assert out[3].startswith("| offset: 0 CreateTime: ") and out[3].endswith(
-        " keySize: 4 valueSize: 19 sequence: -1 headerKeys: [] controlType: LEADER_CHANGE(2)")
+        " keySize: 4 valueSize: 19 sequence: -1 headerKeys: [] LeaderChange: "
+        '{"version":0,"leaderId":1000,"voters":[{"voterId":1000}],"grantingVoters":[{"voterId":1000}]}')
     # control batches never print key/payload
     assert run([path], print_data_log=True).stdout[3] == out[3]
+
+
+def test_cluster_metadata_decoder_on_real_metadata_logs(real_fixtures):
+    """Lines Kafka 4.4's DumpLogSegments --cluster-metadata-decoder printed for this fixture (Kafka's own test
+    data of 2023): a record it decodes, and a PartitionRecord of an older layout it cannot (neither can we)."""
+    path = real_fixtures / "apache__kafka/core/data/kafka-1168504093769635972/__cluster_metadata-0/00000000000000000000.log"
+    out = run([path], decoder=CLUSTER_METADATA_DECODER).stdout
+    assert out[12] == ('| offset: 6 CreateTime: 1700647003087 keySize: -1 valueSize: 85 sequence: -1 headerKeys: [] payload: {"type":"REGISTER_BROKER_RECORD","version":2,"data":{"brokerId":0,"isMigratingZkBroker":false,"incarnationId":"pUz6cDylS0GJ4Z31DMOjdg","brokerEpoch":6,"endPoints":[{"name":"PLAINTEXT","host":"localhost","port":41519,"securityProtocol":0}],"features":[{"name":"metadata.version","minSupportedVersion":1,"maxSupportedVersion":16}],"rack":null,"fenced":true,"inControlledShutdown":false}}')
+    assert out[43] == ("| offset: 24 CreateTime: 1700647007183 keySize: -1 valueSize: 54 sequence: -1 headerKeys: [] "
+                       "payload: Error at 24, skipping. Failed to deserialize record with type 3")
+    assert len(out) == 141
 
 
 def _pinterest(real_fixtures) -> Path:

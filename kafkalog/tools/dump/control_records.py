@@ -100,8 +100,23 @@ def _voters(r: ControlRecordReader) -> dict:
     return out
 
 
+def _leader_change(r: ControlRecordReader) -> dict:
+    """LeaderChangeMessage (flexible): Version int16, LeaderId int32, Voters and GrantingVoters []{VoterId int32}."""
+    def voter():
+        v = {"voterId": r.int32()}
+        r.tagged_fields()
+        return v
+
+    out = {"version": r.int16(), "leaderId": r.int32()}
+    out["voters"] = r.compact_array(voter)
+    out["grantingVoters"] = r.compact_array(voter)
+    r.tagged_fields()
+    return out
+
+
 # control type id → (label DumpLogSegments prints, message reader)
 _KRAFT_RECORDS = {
+    cr.LEADER_CHANGE: ("LeaderChange:", _leader_change),
     cr.SNAPSHOT_HEADER: ("SnapshotHeader", _snapshot_header),
     cr.SNAPSHOT_FOOTER: ("SnapshotFooter", _snapshot_footer),
     cr.KRAFT_VERSION: ("KRaftVersion", _kraft_version),

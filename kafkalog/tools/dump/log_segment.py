@@ -13,7 +13,8 @@ from kafkalog.tools.dump.batch_walk import (BatchView, RecordView, decode_record
                                             tail_error, walk_batches)
 from kafkalog.tools.dump.control_records import control_record_info
 from kafkalog.tools.dump.file_names import BOOTSTRAP_SNAPSHOT, KRAFT_SNAPSHOT, absolute_path
-from kafkalog.tools.dump.options import coordinator_record_types
+from kafkalog.tools.dump.options import CLUSTER_METADATA_DECODER, coordinator_record_types
+from kafkalog.metadata.metadata_record_serde import decode_metadata_record, kafka_dump_payload, metadata_record_json
 from kafkalog.tools.dump.output import (NO_HINT, STDERR, FileSummary, Line, b64, drop_generic_hint, java_bool,
                                         optional_long, string_decoder, utf8_or_none)
 from kafkalog.log.names import offset_from_file_name
@@ -195,8 +196,10 @@ def record_output(run: "Dumper", path: str, b: BatchView, r: RecordView):
             control_text, control_fields = control_record_info(r.key, r.value)
         except KafkalogError as e:
             problem = drop_generic_hint(e.with_location(path=path, position=b.position))
-    decoded = None
-    if o.decoder is not None and o.print_data_log and not b.is_control:
+    decoded = metadata = None
+    if o.decoder == CLUSTER_METADATA_DECODER and not b.is_control:
+        metadata = decode_metadata_record(r.value)     # no key; a record Kafka cannot read is a payload line
+    elif o.decoder is not None and o.print_data_log and not b.is_control:
         if r.key is None and problem is None:      # Kafka throws here and stops; we report and go on
             problem = InvalidRecordError(f"failed to decode the record at offset {r.offset} with the "
                                          f"{o.decoder} decoder (the record has no key)", path=path,
@@ -216,6 +219,8 @@ def record_output(run: "Dumper", path: str, b: BatchView, r: RecordView):
                         "headers": [{"key": k, "value_b64": b64(v)} for k, v in r.headers]})
         if decoded is not None:
             obj.update(record_json(decoded))
+        if metadata is not None:
+            obj.update(metadata_record_json(metadata))
         return None, obj, problem
     prefix = "| "
     text = ""
@@ -228,7 +233,9 @@ def record_output(run: "Dumper", path: str, b: BatchView, r: RecordView):
         else:
             text += f" isValid: {java_bool(bool(r.crc_valid))} crc: {r.crc}}}"
         text += control_text
-    if decoded is not None:
+    if metadata is not None:
+        text += f"{prefix}payload: {kafka_dump_payload(metadata, r.offset)}"
+    elif decoded is not None:
         key_text, payload_text = kafka_dump_text(decoded, r.offset)
         text += f"{prefix}key: {key_text}"
         if payload_text is not None:

@@ -11,6 +11,7 @@ DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024       # --max-message-size default (D
 
 OFFSETS_DECODER = "offsets"                    # --offsets-decoder: __consumer_offsets records
 TRANSACTION_LOG_DECODER = "transaction-log"    # --transaction-log-decoder: __transaction_state records
+CLUSTER_METADATA_DECODER = "cluster-metadata"  # --cluster-metadata-decoder: __cluster_metadata records
 
 
 @dataclass(frozen=True)
@@ -25,7 +26,7 @@ class DumpOptions:
     skip_record_metadata: bool = False
     json: bool = False
     max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES   # decompression bound per batch
-    decoder: Optional[str] = None                     # OFFSETS_DECODER / TRANSACTION_LOG_DECODER
+    decoder: Optional[str] = None    # OFFSETS_DECODER / TRANSACTION_LOG_DECODER / CLUSTER_METADATA_DECODER
 
     def __post_init__(self):
         if self.decoder is not None:      # Kafka: a decoder option sets --print-data-log

@@ -1,0 +1,1 @@
+"""KRaft cluster metadata (``__cluster_metadata-0``): the metadata records and their framing."""
