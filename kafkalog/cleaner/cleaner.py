@@ -66,14 +66,14 @@ from kafkalog.cleaner.source_segments import read_batches, read_windows
 from kafkalog.cleaner.swap import STEP_CHECKPOINT, StepHook, report_step, swap_in, update_cleaner_checkpoint
 from kafkalog.cleaner.transaction_metadata import CleanedTransactionMetadata
 from kafkalog.config import BrokerConfig, KafkaConfigs, LogConfig
-from kafkalog.errors import FenceLostError, KafkalogError, LogDirLockedError
+from kafkalog.errors import FenceLostError, KafkalogError
 from kafkalog.format.record_batch import crc32c_update
 from kafkalog.index.builder import IndexAppender
 from kafkalog.log import durable
 from kafkalog.log.local_log import collect_aborted_transactions
 from kafkalog.log.lock import is_locked
 from kafkalog.log.names import parse_partition_dir_name
-from kafkalog.log.lock import describe_lock_holder, lock_log_dir
+from kafkalog.log.lock import lock_log_dir, locked_refusal
 from kafkalog.log.names import CLEANED_SUFFIX, format_segment_file_name
 from kafkalog.log.segment import SegmentHandle
 from kafkalog.topic_partition import TopicPartition
@@ -533,7 +533,7 @@ def clean_partition(partition_dir, *, config: LogConfig, now_ms: int, broker: Br
                              io_buffer_size=io_buffer_size, high_watermark=high_watermark, force=force,
                              update_checkpoint=update_checkpoint, map_budget_bytes=map_budget_bytes, plan=plan)
     if is_locked(log_dir):
-        raise LogDirLockedError(f"the log dir is locked by {describe_lock_holder(log_dir)}", path=log_dir / ".lock")
+        raise locked_refusal(log_dir)
     kwargs = dict(config=config, now_ms=now_ms, broker=broker, offset_map=offset_map, dry_run=dry_run,
                   on_step=on_step, record_decisions=record_decisions, io_buffer_size=io_buffer_size,
                   high_watermark=high_watermark, force=force, update_checkpoint=update_checkpoint,
@@ -553,7 +553,7 @@ def clean_log_dir(log_dir, *, configs: KafkaConfigs, now_ms: int, dry_run: bool 
 
     log_dir = Path(log_dir)
     if is_locked(log_dir):
-        raise LogDirLockedError(f"the log dir is locked by {describe_lock_holder(log_dir)}", path=log_dir / ".lock")
+        raise locked_refusal(log_dir)
     wanted = None if partitions is None else set(partitions)
     scanned = scan_log_dir(log_dir)
     results = []

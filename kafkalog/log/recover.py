@@ -31,9 +31,9 @@ from typing import Iterable, List, Optional
 
 from kafkalog.log import durable
 from kafkalog.log.durable import fsync_dir
-from kafkalog.errors import KafkalogError, LogDirLockedError
+from kafkalog.errors import KafkalogError
 from kafkalog.format.file_records import scan_batches
-from kafkalog.log.lock import is_locked, lock_log_dir
+from kafkalog.log.lock import is_locked, lock_log_dir, locked_refusal
 from kafkalog.log.logdir import scan_log_dir
 from kafkalog.log.names import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
                                 TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, format_segment_file_name, offset_from_file_name)
@@ -158,13 +158,14 @@ def _delete_orphaned_indexes(d: Path, report: PartitionRecovery) -> None:
 
 
 def recover_log_dirs(log_dirs: Iterable) -> List[PartitionRecovery]:
-    """Recover every partition folder of the given log dirs, refusing a dir a live broker holds."""
+    """Recover every partition folder of the given log dirs, refusing a dir a live process holds (the
+    error names it: a broker, another kafkalog job, or an unknown process)."""
     reports: List[PartitionRecovery] = []
     for log_dir in log_dirs:
         log_dir = Path(log_dir)
         if is_locked(log_dir):
-            raise LogDirLockedError("the log dir is locked by a running broker; it recovers its own files",
-                                    path=log_dir / ".lock")
+            raise locked_refusal(log_dir, doing="recover is for a log dir nothing holds: the temporary files there "
+                                                "belong to its holder, which finishes or removes them itself")
         scanned = scan_log_dir(log_dir)
         with lock_log_dir(log_dir):
             for p in scanned.partitions:
