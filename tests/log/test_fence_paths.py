@@ -1,7 +1,7 @@
 """Every modifying path stops at its next change once the log dir's lock is lost (issue 36, D1): the
 lock is held by a forked child (a Spark job's driver), the work runs here under ``durable.fenced``
 with that child's fence (the watchdog off: it would end pytest), and right after the work's k-th
-change to the file system the child is killed. The log dir is snapshotted then; nothing may change
+change to the file system (k = 0: before the first) the child is killed. The log dir is snapshotted then; nothing may change
 after — for every k. (The cleaner's swap-in has its own test: tests/cleaner/test_cleaner_fence.py.)"""
 from __future__ import annotations
 
@@ -16,10 +16,12 @@ from kafkalog.index.reindex import reindex_partition
 from kafkalog.log import durable
 from kafkalog.log.local_log import read_log_dir_checkpoints
 from kafkalog.log.recover import recover_partition
+from kafkalog.log.roll import RollConfig
+from kafkalog.log.writer import write_log_dir_files, write_partition
 from kafkalog.retention.run import finish_log_dir, retain_partition
 
 from cleaner.test_cleaner_fence import hold_lock, kill_holder
-from logdirs import snapshot
+from logdirs import records, snapshot
 from test_faults import damaged_partition, retention_kill_log_dir
 
 NOW = 1_700_000_000_000
@@ -46,15 +48,28 @@ def interrupted_recovery(root: Path) -> Path:
     return d
 
 
+def tree(d: Path) -> dict:
+    """Every file (size, bytes) and folder of ``d``."""
+    out = dict(snapshot(d))
+    out.update({str(p.relative_to(d)): "folder" for p in d.rglob("*") if p.is_dir()})
+    return out
+
+
 class Changes:
-    """Counts this process's changes to the file system (create, rename, utime, unlink, truncate);
+    """Counts this process's changes to the file system (create, rename, utime, unlink, truncate, mkdir);
     after the ``lose_after``-th, kills the lock's holder and snapshots the dir."""
 
     def __init__(self, monkeypatch, log_dir: Path, holder: int, lose_after: int):
         self.count, self.at_loss = 0, None
         self.log_dir, self.holder, self.lose_after = log_dir, holder, lose_after
-        for name in ("replace", "unlink", "utime", "ftruncate", "open"):
+        for name in ("replace", "unlink", "utime", "ftruncate", "open", "mkdir"):
             monkeypatch.setattr(os, name, self._wrap(getattr(os, name), name == "open"))
+        if lose_after == 0:                       # lost before the work's first change
+            self._lose()
+
+    def _lose(self) -> None:
+        kill_holder(self.holder, self.log_dir)
+        self.at_loss = tree(self.log_dir)
 
     def _wrap(self, fn, creates_only: bool):
         def wrapper(*args, **kwargs):
@@ -62,22 +77,35 @@ class Changes:
             if not creates_only or (len(args) > 1 and args[1] & os.O_CREAT):
                 self.count += 1
                 if self.count == self.lose_after:
-                    kill_holder(self.holder, self.log_dir)
-                    self.at_loss = snapshot(self.log_dir)
+                    self._lose()
             return result
         return wrapper
 
 
-@pytest.mark.parametrize("path", ["retention", "reindex", "recover"])
+def restore(d: Path) -> None:
+    """What a restore's task and then its driver write: a partition folder, the checkpoints, meta.properties."""
+    written = write_partition(d, "t", 0, records(0, [NOW + i for i in range(120)]), roll=RollConfig(segment_bytes=4000))
+    write_log_dir_files(d, [written], node_id=1)
+
+
+def empty_log_dir(root: Path) -> Path:
+    d = root / "logs"
+    d.mkdir(parents=True)
+    return d
+
+
+@pytest.mark.parametrize("path", ["retention", "reindex", "recover", "restore"])
 def test_no_change_after_the_lock_is_lost(tmp_path, monkeypatch, path):
     monkeypatch.setattr(durable, "_start_watchdog", lambda: None)
     template = {"retention": lambda: retention_kill_log_dir(tmp_path / "template"),
                 "reindex": lambda: damaged_partition(tmp_path / "template"),
-                "recover": lambda: interrupted_recovery(tmp_path / "template")}[path]()
+                "recover": lambda: interrupted_recovery(tmp_path / "template"),
+                "restore": lambda: empty_log_dir(tmp_path / "template")}[path]()
     work = {"retention": retention,
             "reindex": lambda d: reindex_partition(d / "t-0", verify_only=False),
-            "recover": lambda d: recover_partition(d / "t-0")}[path]
-    k = 0
+            "recover": lambda d: recover_partition(d / "t-0"),
+            "restore": restore}[path]
+    k = -1
     while True:
         k += 1
         d = tmp_path / f"lost-{k}"
@@ -93,6 +121,6 @@ def test_no_change_after_the_lock_is_lost(tmp_path, monkeypatch, path):
         if changes.at_loss is None:               # the work made fewer than k changes: all were tried
             kill_holder(holder, d)
             break
-        assert snapshot(d) == changes.at_loss, f"{path}: files changed after the lock was lost (change {k})"
+        assert tree(d) == changes.at_loss, f"{path}: files changed after the lock was lost (change {k})"
         shutil.rmtree(d)
     assert k > 3, f"{path} made only {k - 1} changes"
