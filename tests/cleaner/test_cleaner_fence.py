@@ -63,6 +63,7 @@ def test_nothing_changes_after_the_lock_is_lost_at_any_step_of_the_swap_in(tmp_p
     """Watchdog off (it would end pytest): only the fence checks stop the cleaner."""
     template, config, steps, after = rounds
     monkeypatch.setattr(durable, "_start_watchdog", lambda: None)
+    assert durable._watchdog is None or not durable._watchdog.is_alive(), "a watchdog here would end pytest"
     for k in range(len(steps)):
         log_dir = tmp_path / f"kill-{k}"
         shutil.copytree(template.parent, log_dir)

@@ -97,6 +97,7 @@ def empty_log_dir(root: Path) -> Path:
 @pytest.mark.parametrize("path", ["retention", "reindex", "recover", "restore"])
 def test_no_change_after_the_lock_is_lost(tmp_path, monkeypatch, path):
     monkeypatch.setattr(durable, "_start_watchdog", lambda: None)
+    assert durable._watchdog is None or not durable._watchdog.is_alive(), "a watchdog here would end pytest"
     template = {"retention": lambda: retention_kill_log_dir(tmp_path / "template"),
                 "reindex": lambda: damaged_partition(tmp_path / "template"),
                 "recover": lambda: interrupted_recovery(tmp_path / "template"),
