@@ -29,7 +29,8 @@ from kafkalog.index.reindex import reindex_partition
 from kafkalog.retention.run import finish_log_dir, retain_partition
 from kafkalog.log.records_io import read_segment
 from kafkalog.checkpoint.offset import read_offset_checkpoint, write_offset_checkpoint
-from kafkalog.log.names import LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
+from kafkalog.log.names import LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
+from kafkalog.checkpoint.leader_epoch import write_leader_epoch_checkpoint
 
 from logdirs import make_partition, snapshot, write_checkpoints
 
@@ -195,10 +196,30 @@ def killed_at_step(step: int, work) -> bool:
 def apply_retention(d: Path) -> list[dict]:
     configs = configs_from_mappings(topics={"t": {"retention.ms": str(7 * DAY)}})
     checkpoints = read_log_dir_checkpoints(d)
-    outcomes = [retain_partition(d / f"t-{p}", log_dir=d, configs=configs, now_ms=NOW, execute=True,
-                                 delete_delay_ms=0, checkpoints=checkpoints) for p in range(2)]
+    outcomes = [retain_partition(p, log_dir=d, configs=configs, now_ms=NOW, execute=True,
+                                 delete_delay_ms=0, checkpoints=checkpoints) for p in sorted(d.glob("t-*"))]
     finish_log_dir(d, outcomes)
     return outcomes
+
+
+def retention_kill_log_dir(root: Path) -> Path:
+    """``retention_log_dir`` with every file a retention run changes: each partition's
+    ``leader-epoch-checkpoint`` holds entries below the new log start offset (truncated), and t-2 has
+    only old segments (rolled: a new empty segment with its two empty indexes, then all deleted)."""
+    d = retention_log_dir(root)
+    make_partition(d, "t", 2, [[NOW - 9 * DAY] * 3, [NOW - 8 * DAY] * 2])
+    write_checkpoints(d, high_watermarks={("t", 0): 13, ("t", 1): 13, ("t", 2): 5},
+                      log_start_offsets={("t", 0): 2, ("t", 1): 2, ("t", 2): 1})
+    for p, epochs in ((0, [(0, 0), (1, 4), (2, 10)]), (1, [(3, 0)]), (2, [(0, 0), (4, 3)])):
+        write_leader_epoch_checkpoint(d / f"t-{p}" / LEADER_EPOCH_CHECKPOINT, epochs)
+    return d
+
+
+def whole_dir(d: Path) -> dict:
+    """Every file of ``d`` (names, sizes, bytes) but the ``.deleted`` ones: those are scheduled deletions
+    (a broker removes them all when it loads the dir, a run once their delay has passed); a kill before
+    a renamed file's mtime is stamped leaves one whose delay counts from the wall clock."""
+    return {k: v for k, v in files(d).items() if not k.endswith(".deleted")}
 
 
 def live_state(d: Path) -> dict:
@@ -216,30 +237,37 @@ def live_state(d: Path) -> dict:
 
 
 def test_retention_killed_at_every_step_loses_nothing_and_converges(tmp_path):
-    """SIGKILL before each create/rename/utime/unlink of an --execute run: every live record at or
-    above the new log start offset stays readable, and a rerun reaches the uninterrupted result (up
-    to the leftovers a broker deletes on load: an index whose .log the killed run renamed, which only
-    a retried task of the same run finishes)."""
-    template = retention_log_dir(tmp_path / "template")
+    """SIGKILL before each create/rename/utime/unlink of an --execute run — the roll's three files,
+    every rename and stamp, every purge, each checkpoint's temp file and rename: every live record at
+    or above the new log start offset stays readable, and a rerun reaches the uninterrupted run's log
+    dir byte for byte — live segments, their indexes, the rolled segment's indexes, every checkpoint
+    (leader-epoch-checkpoint included), no temp file — all but the .deleted files (``whole_dir``)."""
+    template = retention_kill_log_dir(tmp_path / "template")
     reference = tmp_path / "reference"
     shutil.copytree(template, reference)
-    assert sum(o["segments_deleted"] for o in apply_retention(reference)) == 6
+    outcomes = apply_retention(reference)
+    assert sum(o["segments_deleted"] for o in outcomes) == 8 and outcomes[2]["roll_at"] == 5
+    expected = whole_dir(reference)
+    assert expected != whole_dir(template) and all(n not in expected for n in temp_files(reference))
+    assert expected["t-2/leader-epoch-checkpoint"][1] == b"0\n1\n4 5\n"
     step = 0
     while True:
         step += 1
         d = tmp_path / f"kill-{step}"
         shutil.copytree(template, d)
         if not killed_at_step(step, lambda: apply_retention(d)):
-            assert live_state(d) == live_state(reference)
+            assert whole_dir(d) == expected
             break
         for p in range(2):          # the recent segments, untouched by any step
             for base in (9, 12):
                 assert read_segment(d / f"t-{p}" / f"{base:020d}.log").num_rows == (3 if base == 9 else 1)
         outcomes = apply_retention(d)
         assert all(o["status"] == "applied" for o in outcomes), outcomes
-        assert live_state(d) == live_state(reference), f"killed at step {step}"
+        got = whole_dir(d)
+        assert got == expected, (f"killed at step {step}: differs in "
+                                 f"{sorted(k for k in set(got) | set(expected) if got.get(k) != expected.get(k))}")
         shutil.rmtree(d)
-    assert step > 20                # every rename, stamp, purge and the checkpoint write were kill points
+    assert step > 30                # every create, rename, stamp, purge and checkpoint write was a kill point
 
 
 # --- reindex -------------------------------------------------------------------------------------

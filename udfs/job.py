@@ -21,9 +21,9 @@ from typing import Callable, NamedTuple, Optional, Sequence
 
 from kafkalog.log.durable import AS_CREATED, ownership_problem, replace_file
 from kafkalog.config import KafkaConfigs, load_configs
-from kafkalog.errors import ConfigError, KafkalogError, LogDirLockedError, UsageError
+from kafkalog.errors import ConfigError, KafkalogError, UsageError
 from kafkalog.log import filesystem
-from kafkalog.log.lock import describe_lock_holder, is_locked, lock_log_dir
+from kafkalog.log.lock import holder_and_hint, is_locked, lock_log_dir
 from kafkalog.lookup.time_spec import parse_epoch_ms
 from kafkalog.tools.arguments import check_log_dir
 
@@ -180,10 +180,10 @@ def locked_log_dirs(log_dirs, *, modifying: bool, read_only_note: str):
     refused, usable = [], []
     for log_dir in log_dirs:
         if is_locked(log_dir):
-            message = f"{log_dir}: its .lock is held by {describe_lock_holder(log_dir)}"
+            who, hint = holder_and_hint(log_dir)      # another kafkalog job, a broker, or unknown: its own hint
+            message = f"{log_dir}: its .lock is held by {who}"
             if modifying:
-                refused.append(dict(log_dir=str(log_dir),
-                                    message=f"{message}; refused. {LogDirLockedError.default_hint}"))
+                refused.append(dict(log_dir=str(log_dir), message=f"{message}; refused. {hint}"))
                 progress(f"error: {message}; refused")
                 continue
             progress(f"warning: {message}; {read_only_note}")

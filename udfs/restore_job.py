@@ -25,6 +25,7 @@ from typing import Mapping, Optional, Sequence
 from kafkalog.properties import parse_properties
 from kafkalog.config import KafkaConfigs
 from kafkalog.errors import KafkalogError, UsageError
+from kafkalog.log.lock import held_fences, lock_log_dir
 from kafkalog.log.roll import RollConfig
 from kafkalog.log.writer import check_new_log_dir, write_log_dir_files, WrittenPartition
 
@@ -95,18 +96,23 @@ def restore(df, log_dir, *, compression: Optional[str] = None, configs: Optional
     rolls: Mapping[str, RollConfig] = {t: RollConfig.from_log_config(configs.for_topic(t)) for t in topics}
     schema = _written_schema()
 
-    def write_group(table: pa.Table) -> pa.Table:
-        from kafkalog.log.writer import write_partition
+    with lock_log_dir(log_dir):         # no broker starts on a half-written dir; workers are fenced by it
+        fence = held_fences()[log_dir]
 
-        topic, partition = table.column("topic")[0].as_py(), table.column("partition")[0].as_py()
-        w = write_partition(log_dir, topic, partition, table, compression=compression, roll=rolls[topic])
-        return pa.Table.from_pylist([w.to_dict()], schema=schema)
+        def write_group(table: pa.Table) -> pa.Table:
+            from kafkalog.log.durable import fenced
+            from kafkalog.log.writer import write_partition
 
-    from pyspark.sql.pandas.types import from_arrow_schema
+            topic, partition = table.column("topic")[0].as_py(), table.column("partition")[0].as_py()
+            with fenced([fence]):
+                w = write_partition(log_dir, topic, partition, table, compression=compression, roll=rolls[topic])
+            return pa.Table.from_pylist([w.to_dict()], schema=schema)
 
-    rows = df.groupBy("topic", "partition").applyInArrow(write_group, from_arrow_schema(schema)).collect()
-    written = [WrittenPartition(**r.asDict()) for r in rows]
-    write_log_dir_files(log_dir, written, node_id=node_id, cluster_id=cluster_id)
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        rows = df.groupBy("topic", "partition").applyInArrow(write_group, from_arrow_schema(schema)).collect()
+        written = [WrittenPartition(**r.asDict()) for r in rows]
+        write_log_dir_files(log_dir, written, node_id=node_id, cluster_id=cluster_id)
     return sorted(written, key=lambda w: (w.topic, w.partition))
 
 
@@ -152,17 +158,23 @@ def restore_table(spark, table: str, log_dir, *, topics: Optional[Sequence[str]]
     configs = configs or KafkaConfigs()
     rolls = {t: RollConfig.from_log_config(configs.for_topic(t)) for t in {t for t, _p, _f in parts}}
 
-    def write_one(item):
-        import pyarrow.dataset as ds
-        from kafkalog.log.writer import write_partition
+    with lock_log_dir(log_dir):         # no broker starts on a half-written dir; workers are fenced by it
+        fence = held_fences()[log_dir]
 
-        topic, partition, files = item
-        table_ = ds.dataset(files, format="parquet").to_table(filter=ds.field("partition") == partition)
-        return write_partition(log_dir, topic, partition, table_, compression=compression, roll=rolls[topic]).to_dict()
+        def write_one(item):
+            import pyarrow.dataset as ds
+            from kafkalog.log.durable import fenced
+            from kafkalog.log.writer import write_partition
 
-    rows = spark.sparkContext.parallelize(parts, numSlices=len(parts)).map(write_one).collect()
-    written = [WrittenPartition(**r) for r in rows]
-    write_log_dir_files(log_dir, written, node_id=node_id, cluster_id=cluster_id)
+            topic, partition, files = item
+            table_ = ds.dataset(files, format="parquet").to_table(filter=ds.field("partition") == partition)
+            with fenced([fence]):
+                return write_partition(log_dir, topic, partition, table_, compression=compression,
+                                       roll=rolls[topic]).to_dict()
+
+        rows = spark.sparkContext.parallelize(parts, numSlices=len(parts)).map(write_one).collect()
+        written = [WrittenPartition(**r) for r in rows]
+        write_log_dir_files(log_dir, written, node_id=node_id, cluster_id=cluster_id)
     return sorted(written, key=lambda w: (w.topic, w.partition))
 
 

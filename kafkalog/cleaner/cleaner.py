@@ -32,7 +32,8 @@ Round, with ``now_ms`` explicit for every time-based rule:
             then ``cleaner-offset-checkpoint[tp] = map.end_offset``, atomically    [STEP_CHECKPOINT]
             A crash anywhere is repaired by a broker's startup, or ``kafkalog recover`` (§3.3):
             before b. completes, the .swap/.cleaned files are dropped (old data intact); after,
-            the swap is completed. Known window inherited from Kafka: a crash inside c. keeps an
+            the swap is completed. A job that loses the log dir's lock mid-swap changes nothing
+            more (not even this repair): the next ``recover`` does it. Known window inherited from Kafka: a crash inside c. keeps an
             old segment whose base is >= the new segment's next offset (all its records were
             removed) — the log then holds the cleaned data plus that old, uncleaned segment;
             nothing is lost.
@@ -65,14 +66,14 @@ from kafkalog.cleaner.source_segments import read_batches, read_windows
 from kafkalog.cleaner.swap import STEP_CHECKPOINT, StepHook, report_step, swap_in, update_cleaner_checkpoint
 from kafkalog.cleaner.transaction_metadata import CleanedTransactionMetadata
 from kafkalog.config import BrokerConfig, KafkaConfigs, LogConfig
-from kafkalog.errors import KafkalogError, LogDirLockedError
+from kafkalog.errors import FenceLostError, KafkalogError
 from kafkalog.format.record_batch import crc32c_update
 from kafkalog.index.builder import IndexAppender
 from kafkalog.log import durable
 from kafkalog.log.local_log import collect_aborted_transactions
 from kafkalog.log.lock import is_locked
 from kafkalog.log.names import parse_partition_dir_name
-from kafkalog.log.lock import describe_lock_holder, lock_log_dir
+from kafkalog.log.lock import lock_log_dir, locked_refusal
 from kafkalog.log.names import CLEANED_SUFFIX, format_segment_file_name
 from kafkalog.log.segment import SegmentHandle
 from kafkalog.topic_partition import TopicPartition
@@ -446,6 +447,9 @@ def _clean_locked(partition_dir: Path, *, config: LogConfig, now_ms: int, broker
             for g in outputs:
                 swap_in(partition_dir, g, on_step)
                 result.groups_committed += 1
+        except FenceLostError as e:
+            _stop_after_lost_fence(result, e)
+            return result
         except (KafkalogError, OSError) as e:
             _recover_after_failed_swap(partition_dir, result, e)
             return result
@@ -466,12 +470,27 @@ def _os_error_text(e: OSError, partition_dir: Path) -> str:
     return f"{e.filename or partition_dir}: {e.strerror or e}"
 
 
+def _stop_after_lost_fence(result: "PartitionCleanResult", e: FenceLostError) -> None:
+    """The log dir's lock was lost in the middle of a swap-in (the job that held it is gone): the
+    partition is left exactly as it is — another job or a broker may own the dir now, so neither
+    finishing nor rolling back the group is ours to do. ``kafkalog recover``, or the next run under a
+    held lock (which refuses to clean on top of a pending swap), finishes it as a broker's startup does."""
+    result.error = (f"{e}; the swap-in of group {result.groups_committed + 1} of {len(result.groups)} was left as it "
+                    "was (nothing changed after the lock was lost): run `kafkalog recover` on the log dir, then "
+                    "the job again")
+
+
 def _recover_after_failed_swap(partition_dir: Path, result: "PartitionCleanResult", e: Exception) -> None:
     """A swap-in step failed: finish or roll back the interrupted group as a broker's startup would
-    (``recover_partition``), so no temporary file stays behind, and say what was committed."""
+    (``recover_partition``), so no temporary file stays behind, and say what was committed. Only
+    while the log dir's lock is still held (``durable.fences_hold``): a job that lost it leaves the
+    dir alone, and each of the recovery's changes checks the fences again."""
     from kafkalog.log.recover import recover_partition
 
     why = _os_error_text(e, partition_dir) if isinstance(e, OSError) else str(e)
+    if not durable.fences_hold():
+        _stop_after_lost_fence(result, FenceLostError(f"{why}; and the log dir's lock is no longer held"))
+        return
     rec = recover_partition(partition_dir)
     if rec.error is not None:
         result.error = (f"{why}; recovering the interrupted swap failed too ({rec.error}): run `kafkalog recover` "
@@ -503,7 +522,9 @@ def clean_partition(partition_dir, *, config: LogConfig, now_ms: int, broker: Br
     cleaners of one log dir); ``map_budget_bytes``: the key map's budget (default
     ``map_budget(broker)``); ``plan``: the partition's plan, when the caller made it already.
     Problems with the data are reported in ``result.error``; nothing is changed then, and a swap-in
-    that fails midway is finished or rolled back before this returns (``result.outcome``)."""
+    that fails midway is finished or rolled back before this returns (``result.outcome``) — unless
+    the log dir's lock was lost (``durable.fenced``): then nothing at all is changed after the loss,
+    and the interrupted swap is left to ``kafkalog recover`` or the next run under a held lock."""
     partition_dir = Path(partition_dir)
     log_dir = partition_dir.parent
     if not lock:
@@ -512,7 +533,7 @@ def clean_partition(partition_dir, *, config: LogConfig, now_ms: int, broker: Br
                              io_buffer_size=io_buffer_size, high_watermark=high_watermark, force=force,
                              update_checkpoint=update_checkpoint, map_budget_bytes=map_budget_bytes, plan=plan)
     if is_locked(log_dir):
-        raise LogDirLockedError(f"the log dir is locked by {describe_lock_holder(log_dir)}", path=log_dir / ".lock")
+        raise locked_refusal(log_dir)
     kwargs = dict(config=config, now_ms=now_ms, broker=broker, offset_map=offset_map, dry_run=dry_run,
                   on_step=on_step, record_decisions=record_decisions, io_buffer_size=io_buffer_size,
                   high_watermark=high_watermark, force=force, update_checkpoint=update_checkpoint,
@@ -532,7 +553,7 @@ def clean_log_dir(log_dir, *, configs: KafkaConfigs, now_ms: int, dry_run: bool 
 
     log_dir = Path(log_dir)
     if is_locked(log_dir):
-        raise LogDirLockedError(f"the log dir is locked by {describe_lock_holder(log_dir)}", path=log_dir / ".lock")
+        raise locked_refusal(log_dir)
     wanted = None if partitions is None else set(partitions)
     scanned = scan_log_dir(log_dir)
     results = []

@@ -262,6 +262,7 @@ def replace_file(path: PathLike, data, *, sync: bool = True, mtime_ns: Optional[
     try:
         fd = _open_new(tmp, os.O_EXCL, owner)
         try:
+            check_fences("writing", tmp)       # the creation was one change; the bytes are the next
             _write_all(fd, data)
             if sync:
                 os.fsync(fd)
@@ -288,6 +289,8 @@ def write_file(path: PathLike, data=b"", *, exclusive: bool = False, mtime_ns: O
     check_fences("writing", path)
     fd = _open_new(path, os.O_EXCL if exclusive else os.O_TRUNC, owner)
     try:
+        if data:
+            check_fences("writing", path)      # the creation was one change; the bytes are the next
         _write_all(fd, data)
         os.fsync(fd)
     finally:

@@ -87,15 +87,15 @@ class LockHolder:
 
 
 def _command_line(pid: Optional[int], limit: Optional[int] = 120) -> Optional[str]:
-    """The process's command line, cut at ``limit`` characters (None: whole; the JVM's main class comes
-    after a long class path)."""
+    """A process's command line, its arguments joined by single spaces (a newline inside one too), cut
+    to ``limit`` characters (None: whole)."""
     if pid is None or not sys.platform.startswith("linux"):
         return None
     try:
         raw = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return None
-    text = " ".join(part.decode("utf-8", "replace") for part in raw.split(b"\0") if part)
+    text = " ".join(" ".join(part.decode("utf-8", "replace").split()) for part in raw.split(b"\0") if part)
     return text if limit is None or len(text) <= limit else text[:limit - 1] + "…"
 
 
@@ -137,6 +137,38 @@ def _probe_locked(lock_path: Path) -> bool:
 
 
 _LOCKED_HINT_KAFKALOG = "wait for that job to finish (or stop it), then run again"
+_LOCKED_HINT_UNKNOWN = ("find what holds it (`fuser -v <log dir>/.lock`): stop the broker or job that owns this log dir, "
+                        "or work on a copy")
+
+
+def locked_hint(holder: Optional["LockHolder"]) -> str:
+    """What to do about a lock ``holder`` holds: wait for another kafkalog job; stop a broker or work
+    on a copy; find an unknown holder first."""
+    if holder is not None and holder.is_kafkalog:
+        return _LOCKED_HINT_KAFKALOG
+    if holder is not None and holder.length == JAVA_WHOLE_FILE_LOCK_LENGTH:
+        return LogDirLockedError.default_hint
+    return _LOCKED_HINT_UNKNOWN
+
+
+def locked_refusal(log_dir: PathLike, *, doing: str = "") -> LogDirLockedError:
+    """The error every command raises or reports for a log dir whose ``.lock`` is held: it names the
+    holder — another kafkalog job (PID and command), a Kafka broker, or an unknown process — and gives
+    the hint that fits it. ``doing`` adds why that refuses this command (e.g. "a broker recovers its
+    own files")."""
+    who, hint = holder_and_hint(log_dir)
+    return LogDirLockedError(f"the log dir is locked by {who}" + (f"; {doing}" if doing else ""),
+                             path=Path(log_dir) / LOCK_FILE, hint=hint)
+
+
+def holder_and_hint(log_dir: PathLike) -> tuple[str, str]:
+    """(who holds the log dir's lock, as far as can be known; what to do about it), for messages."""
+    try:
+        holder = lock_holder(log_dir)
+    except OSError:
+        holder = None
+    who = holder.describe() if holder is not None else "a live process (a broker or another job)"
+    return who, locked_hint(holder)
 
 
 def process_start_time(pid: int) -> Optional[int]:
@@ -221,11 +253,7 @@ def lock_holder(log_dir: PathLike) -> Optional[LockHolder]:
 
 def describe_lock_holder(log_dir: PathLike) -> str:
     """A phrase for messages: who holds the log dir's lock, as far as can be known."""
-    try:
-        holder = lock_holder(log_dir)
-    except OSError:
-        holder = None
-    return holder.describe() if holder is not None else "a live process (a broker or another job)"
+    return holder_and_hint(log_dir)[0]
 
 
 def is_locked(log_dir: PathLike) -> bool:
@@ -276,8 +304,7 @@ def lock_log_dir(log_dir: PathLike) -> Iterator[Path]:
             if exc.errno in (errno.EACCES, errno.EAGAIN):
                 who = holder.describe() if holder is not None else "another process"
                 raise LogDirLockedError(f"the log dir is locked by {who}", path=lock_path,
-                                        hint=_LOCKED_HINT_KAFKALOG if holder is not None and holder.is_kafkalog
-                                        else None) from None
+                                        hint=locked_hint(holder)) from None
             raise
         status = os.fstat(fd)
         key = (status.st_dev, status.st_ino)

@@ -25,15 +25,15 @@ whose name has no number (Kafka's loader fails on it) is reported and left alone
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, List, Optional
 
+from kafkalog.log import durable
 from kafkalog.log.durable import fsync_dir
-from kafkalog.errors import KafkalogError, LogDirLockedError
+from kafkalog.errors import KafkalogError
 from kafkalog.format.file_records import scan_batches
-from kafkalog.log.lock import describe_lock_holder, is_locked, lock_log_dir
+from kafkalog.log.lock import is_locked, lock_log_dir, locked_refusal
 from kafkalog.log.logdir import scan_log_dir
 from kafkalog.log.names import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
                                 TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, format_segment_file_name, offset_from_file_name)
@@ -82,7 +82,10 @@ def _read_next_offset(log_swap: Path, base: int) -> int:
 
 
 def recover_partition(partition_dir) -> PartitionRecovery:
-    """Apply §3.3 steps 1-3's file clean-up to one partition folder (the caller holds the log dir lock)."""
+    """Apply §3.3 steps 1-3's file clean-up to one partition folder (the caller holds the log dir lock).
+    Every deletion and rename goes through ``durable``, so under ``durable.fenced`` each one first
+    checks that the lock is still held: a recovery whose lock is lost stops (``error``) and changes
+    nothing more."""
     d = Path(partition_dir)
     report = PartitionRecovery(d)
     try:
@@ -91,7 +94,7 @@ def recover_partition(partition_dir) -> PartitionRecovery:
         for p in files:
             name = p.name
             if name.endswith("." + DELETED_SUFFIX) and not name.endswith(KRAFT_DELETED_SUFFIX):
-                p.unlink(missing_ok=True)
+                durable.remove(p, missing_ok=True)
                 report.deleted.append(name)
             elif name.endswith("." + CLEANED_SUFFIX):
                 cleaned.append(p)
@@ -103,12 +106,12 @@ def recover_partition(partition_dir) -> PartitionRecovery:
         for p in swaps:
             off = offset_from_file_name(p.name)
             if min_cleaned is not None and off is not None and off >= min_cleaned:
-                p.unlink(missing_ok=True)
+                durable.remove(p, missing_ok=True)
                 report.deleted.append(p.name)
             else:
                 valid_swaps.append(p)
         for p in cleaned:
-            p.unlink(missing_ok=True)
+            durable.remove(p, missing_ok=True)
             report.deleted.append(p.name)
         lo, hi = None, None
         for p in valid_swaps:
@@ -127,11 +130,11 @@ def recover_partition(partition_dir) -> PartitionRecovery:
                     continue
                 off = offset_from_file_name(p.name)
                 if off is not None and lo <= off < hi:
-                    p.unlink(missing_ok=True)
+                    durable.remove(p, missing_ok=True)
                     report.deleted.append(p.name)
         for p in sorted(q for q in d.iterdir() if q.is_file() and q.name.endswith("." + SWAP_SUFFIX)):
             target = p.with_name(p.name[:-len("." + SWAP_SUFFIX)])
-            os.replace(p, target)
+            durable.rename(p, target)
             report.renamed.append(p.name)
         _delete_orphaned_indexes(d, report)
         if report.changed:
@@ -149,19 +152,20 @@ def _delete_orphaned_indexes(d: Path, report: PartitionRecovery) -> None:
         if offset is None or not 0 <= offset < 2**63:
             report.unreadable_names.append(p.name)
         elif not (d / format_segment_file_name(offset, LOG_SUFFIX)).exists():
-            p.unlink(missing_ok=True)
+            durable.remove(p, missing_ok=True)
             report.deleted.append(p.name)
             report.orphaned_indexes.append(p.name)
 
 
 def recover_log_dirs(log_dirs: Iterable) -> List[PartitionRecovery]:
-    """Recover every partition folder of the given log dirs, refusing a dir a live broker holds."""
+    """Recover every partition folder of the given log dirs, refusing a dir a live process holds (the
+    error names it: a broker, another kafkalog job, or an unknown process)."""
     reports: List[PartitionRecovery] = []
     for log_dir in log_dirs:
         log_dir = Path(log_dir)
         if is_locked(log_dir):
-            raise LogDirLockedError(f"the log dir is locked by {describe_lock_holder(log_dir)}; a running broker "
-                                    "recovers its own files", path=log_dir / ".lock")
+            raise locked_refusal(log_dir, doing="recover is for a log dir nothing holds: the temporary files there "
+                                                "belong to its holder, which finishes or removes them itself")
         scanned = scan_log_dir(log_dir)
         with lock_log_dir(log_dir):
             for p in scanned.partitions:

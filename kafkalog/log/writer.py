@@ -32,7 +32,7 @@ from kafkalog.checkpoint.leader_epoch import write_leader_epoch_checkpoint
 from kafkalog.checkpoint.offset import write_offset_checkpoint
 from kafkalog.checkpoint.text import format_kafka_uuid
 from kafkalog.log.names import LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, META_PROPERTIES, RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
-from kafkalog.log.durable import replace_file
+from kafkalog.log.durable import check_fences, replace_file
 from kafkalog.errors import KafkalogError
 from kafkalog.format.file_records import scan_buffer
 from kafkalog.format.control_record import parse_control_type
@@ -131,6 +131,7 @@ def write_partition(log_dir, topic: str, partition: int, records: pa.Table, *, c
                is_transactional=b.column("isTransactional").to_numpy(zero_copy_only=False),
                is_control=b.column("isControl").to_numpy(zero_copy_only=False),
                control_type=control_types(records, bases))
+    check_fences("creating", folder)          # a restore's workers stop once its driver's lock is gone
     folder.mkdir(parents=True)
     plan = plan_segments(bases, lasts, sizes, max_ts, roll)
     view = memoryview(data)

@@ -7,11 +7,15 @@ Order, so that a crash at any point leaves a log a broker loads with no live rec
 1. check each segment to delete is still what the plan saw (same ``.log`` size); a changed partition
    is refused, nothing is touched;
 2. if the plan rolls, create the new empty active segment (``<log end offset>.log``, ``.index``,
-   ``.timeindex``, all empty) and fsync the folder — before anything is renamed;
+   ``.timeindex``, all empty) and fsync the folder — before anything is renamed; a rerun after a
+   run killed between those creations finds the empty ``.log`` and creates its missing indexes;
 3. rename every file of each deleted segment, and its producer snapshot, to ``<name>.deleted``; the
    renamed file's mtime is set to "now", which is when its deletion delay starts (with the run's tag
    in the nanoseconds below the millisecond, :func:`deletion_stamp_ns`); fsync the folder;
 4. truncate ``leader-epoch-checkpoint`` from the start at the new log start offset (atomic rewrite);
+   whenever that changes the file, even with nothing left to delete — a run killed between step 3
+   and this one left it stale, and the rerun, whose log start offset is already the new one, puts
+   it right (Kafka's ``LogLoader`` does the same at load from the checkpointed log start offset);
 5. (per log dir, by the caller) rewrite ``log-start-offset-checkpoint`` atomically:
    :func:`updated_log_start_offsets`.
 
@@ -140,7 +144,20 @@ def apply_plan(state: LocalLog, plan: RetentionPlan, *, now_ms: int, tag: int = 
     result = DeletionResult() if result is None else result
     by_base = {s.base_offset: s for s in state.segments}
     doomed = [by_base[d.base_offset] for d in plan.decisions if d.decision == DELETE]
-    if not doomed and plan.roll_at is None:
+    unfinished_roll = _unfinished_roll(state) if plan.roll_at is None else None
+    epoch_file = state.path / LEADER_EPOCH_CHECKPOINT
+    epochs = truncated = None
+    if epoch_file.exists():
+        try:
+            epochs = read_leader_epoch_checkpoint(epoch_file)      # a malformed file stops us here
+        except KafkalogError:
+            if doomed or plan.roll_at is not None:
+                raise
+            epochs = None              # nothing to delete: a malformed file is the broker's to refuse, not ours
+        if epochs is not None:
+            truncated = truncate_epochs_from_start(epochs, plan.new_log_start_offset)
+    stale_epochs = truncated is not None and truncated != epochs
+    if not doomed and plan.roll_at is None and unfinished_roll is None and not stale_epochs:
         return result
     for seg in doomed:
         try:
@@ -150,11 +167,10 @@ def apply_plan(state: LocalLog, plan: RetentionPlan, *, now_ms: int, tag: int = 
         if size != seg.size:
             raise PlanOutdatedError(f"segment {seg.base_offset} is {size} bytes, the plan saw {seg.size}",
                                     path=seg.files.log)
-    epoch_file = state.path / LEADER_EPOCH_CHECKPOINT
-    epochs = truncated = None
-    if plan.new_log_start_offset > plan.log_start_offset and epoch_file.exists():
-        epochs = read_leader_epoch_checkpoint(epoch_file)        # a malformed file stops us here
-        truncated = truncate_epochs_from_start(epochs, plan.new_log_start_offset)
+    if unfinished_roll is not None:
+        for path in unfinished_roll:
+            _touch_empty(path)
+        fsync_dir(state.path)
     if plan.roll_at is not None:
         for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
             path = state.path / format_segment_file_name(plan.roll_at, suffix)
@@ -171,11 +187,27 @@ def apply_plan(state: LocalLog, plan: RetentionPlan, *, now_ms: int, tag: int = 
         for path in (files.log, files.index, files.timeindex, files.txnindex, files.snapshot):
             if path is not None:
                 _rename_for_deletion(path, stamp, result)
-    fsync_dir(state.path)
-    if truncated is not None and truncated != epochs:
+    if doomed:
+        fsync_dir(state.path)
+    if stale_epochs:
         write_leader_epoch_checkpoint(epoch_file, truncated)
         result.leader_epochs_truncated = True
     return result
+
+
+def _unfinished_roll(state: LocalLog) -> Optional[list]:
+    """The ``.index`` / ``.timeindex`` missing beside an empty last ``.log``: a roll interrupted
+    after creating the ``.log`` (step 2). A broker creates both at every roll and, loading a segment
+    without them, rebuilds them empty; finishing the roll gives the same files. None when complete."""
+    if not state.segments:
+        return None
+    last = state.segments[-1]
+    if last.size != 0 or last.base_offset != state.log_end_offset:
+        return None
+    missing = [state.path / format_segment_file_name(last.base_offset, suffix)
+               for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)]
+    missing = [p for p in missing if not os.path.lexists(p)]
+    return missing or None
 
 
 def _rename_for_deletion(path: Path, stamp_ns: int, result: DeletionResult) -> None:

@@ -135,8 +135,7 @@ def retain_partition(path: os.PathLike | str, *, log_dir: Optional[os.PathLike |
         out["problems"] = list(checkpoints.problems) + state.problems
         _decide(state, config, configs, now_ms, hw_missing, out)
         if execute and out["status"] == PLANNED:
-            if tag:
-                _count_earlier_attempt(state, now_ms, tag, out)
+            _count_earlier_attempt(state, now_ms, tag or 0, out)
             _apply(state, config, now_ms, tag or 0, delete_delay_ms, out)
     except KafkalogError as exc:
         out.update(status=ERROR, message=str(exc) + out.get("_partial", ""))
@@ -180,15 +179,19 @@ def _decide(state: LocalLog, config, configs: KafkaConfigs, now_ms: int, hw_miss
 
 @dataclass
 class EarlierAttempt:
-    """What an earlier attempt of this run (a task Spark retried) deleted in a partition."""
+    """What an earlier attempt of this run (a task Spark retried) deleted in a partition, and what any
+    interrupted run left behind."""
 
     segments: list[tuple[int, int]]           # (base offset, .log bytes), ascending
-    left_behind: list[Path]                   # their files it left live, interrupted inside a segment
+    left_behind: list[Path]                   # files left live of segments whose .log a run renamed
 
 
 def deleted_by_earlier_attempt(state: LocalLog, now_ms: int, tag: int) -> EarlierAttempt:
     """The segments below the first live one whose ``.log`` the run (``now_ms``, ``tag``) renamed to
-    ``.deleted``, and their indexes and producer snapshots still live."""
+    ``.deleted``; and the indexes and producer snapshots still live of every segment below the first
+    live one whose ``.log`` is ``.deleted`` — by this run or any other that was killed inside the
+    segment's renames (a broker deletes such orphans when it loads the dir; a rerun renames them as
+    the interrupted run would have, so it ends with the files an uninterrupted run leaves)."""
     first = state.segments[0].base_offset if state.segments else None
     named = []
     for path in state.leftovers:
@@ -196,7 +199,7 @@ def deleted_by_earlier_attempt(state: LocalLog, now_ms: int, tag: int) -> Earlie
             named.append((path, parse_segment_file_name(path.name)))
         except KafkalogError:
             continue                      # not a segment file: nothing a run renamed
-    found = []
+    found, bases = [], set()
     for path, name in named:
         if name.suffix != LOG_SUFFIX or name.temp != DELETED_SUFFIX:
             continue
@@ -206,9 +209,9 @@ def deleted_by_earlier_attempt(state: LocalLog, now_ms: int, tag: int) -> Earlie
             stat = path.stat()
         except FileNotFoundError:
             continue
-        if renamed_by_run(stat.st_mtime_ns, now_ms, tag):
+        bases.add(name.base_offset)
+        if tag and renamed_by_run(stat.st_mtime_ns, now_ms, tag):
             found.append((name.base_offset, stat.st_size))
-    bases = {base for base, _ in found}
     left = [path for path, name in named
             if name.temp is None and name.suffix != LOG_SUFFIX and name.base_offset in bases]
     return EarlierAttempt(sorted(found), sorted(left))
@@ -216,6 +219,7 @@ def deleted_by_earlier_attempt(state: LocalLog, now_ms: int, tag: int) -> Earlie
 
 def _count_earlier_attempt(state: LocalLog, now_ms: int, tag: int, out: dict) -> None:
     found = deleted_by_earlier_attempt(state, now_ms, tag)
+    out["_left_behind"] = found.left_behind
     earlier = found.segments
     if not earlier:
         return
@@ -223,8 +227,7 @@ def _count_earlier_attempt(state: LocalLog, now_ms: int, tag: int, out: dict) ->
                              decision="delete", rule=EARLIER_ATTEMPT,
                              reason="already renamed to .deleted by an earlier attempt of this run's task, "
                                     "whose report was lost") for base, size in earlier] + out["decisions"]
-    out.update(segments_deleted_earlier=len(earlier), bytes_freed_earlier=sum(size for _, size in earlier),
-               _left_behind=found.left_behind)
+    out.update(segments_deleted_earlier=len(earlier), bytes_freed_earlier=sum(size for _, size in earlier))
 
 
 def _producer_state_lost_by_roll(state: LocalLog, roll_at: int) -> Optional[str]:

@@ -39,7 +39,7 @@ BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"
 
 @pytest.fixture(scope="module")
 def kraft(kafka_jars, tmp_path_factory):
-    from tests.broker.conftest import _unavailable
+    from broker_harness import _unavailable
     # metadata.log.segment.ms: the metadata log rolls (KRaft appends a NoOpRecord every 500 ms), so a job that
     # compacted or retained it would find rolled segments to work on
     broker = KafkaBroker(tmp_path_factory.mktemp("kraft"), metadata_in_data=True,
