@@ -119,13 +119,13 @@ def judged(kafka_jars, tmp_path_factory):
     offset_json = {"version": 1, "partitions": [{"topic": "r-dr", "partition": 0, "offset": before[("r-dr", 0)][1] + 3},
                                                 {"topic": "r-dr", "partition": 1, "offset": -1}]}
     low = bc.delete_records(broker, {("r-dr", e["partition"]): e["offset"] for e in offset_json["partitions"]})
-    ranges = {tp: (bc.list_offsets(broker, tp[0], tp[1], bc.EARLIEST)[0], bc.list_offsets(broker, tp[0], tp[1], bc.LATEST)[0])
-              for tp in before}
     # each partition loses at least one segment; then give the retention task (every 500 ms) time to settle
     for (topic, p), bases in before.items():
         broker.wait_until(lambda: _bases(broker.partition_dir(topic, p))[0] != bases[0], timeout=30,
                           what=f"the broker's retention of {topic}-{p}")
     time.sleep(2)
+    ranges = {tp: (bc.list_offsets(broker, tp[0], tp[1], bc.EARLIEST)[0], bc.list_offsets(broker, tp[0], tp[1], bc.LATEST)[0])
+              for tp in before}
     refused = None
     try:
         bc.delete_records(broker, {("r-dr", 0): ranges[("r-dr", 0)][1] + 1})
