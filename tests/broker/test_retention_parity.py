@@ -191,6 +191,9 @@ def test_dry_run_plan_deletes_what_the_broker_deleted(judged, topic):
     assert _bases(judged["copy"] / f"{topic}-0") == judged["before"][(topic, 0)]      # a dry run changes nothing
     if topic == "r-noti":
         assert [d["largest_timestamp_source"] for d in out["decisions"][:2]] == ["mtime", "mtime"], out["decisions"]
+        said = [line for line in judged["broker"].server_log().splitlines()
+                if "partition=r-noti-0" in line and "Deleting segment LogSegment" in line]
+        assert len(said) == 1 and "based on the last modified time" in said[0], said
 
 
 def test_applied_retention_leaves_the_brokers_files(judged):
