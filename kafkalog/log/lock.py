@@ -47,7 +47,13 @@ _OPEN_FLAGS = getattr(os, "O_CLOEXEC", 0)
 # takes (FileChannel.tryLock(): [0, Long.MAX_VALUE)), so either refuses the other, and the length tells
 # a lock query which of the two holds the file without writing anything into it.
 KAFKALOG_LOCK_LENGTH = 0x6B61666B61        # "kafka" as an integer: ~460 GB, far past a .lock's size
+# What a lock query reports for a broker's tryLock(). The JDK (FileDispatcherImpl.lock0) passes
+# Long.MAX_VALUE on as l_len 0, "to the end of the file and beyond": a real Kafka 4.4 broker's lock reads
+# back with length 0 (tests/broker/test_retention_parity.py), the same as any whole-file lockf(), so the
+# holder's command line tells a broker apart. Long.MAX_VALUE itself is kept for JDKs that pass it through.
 JAVA_WHOLE_FILE_LOCK_LENGTH = (1 << 63) - 1
+WHOLE_FILE_LOCK_LENGTH = 0
+KAFKA_MAIN_CLASS = "kafka.Kafka"
 
 
 @dataclass(frozen=True)
@@ -64,11 +70,14 @@ class LockHolder:
     def describe(self) -> str:
         """"another kafkalog job (PID 12, python jobs/compact.py …)", "a Kafka broker …", or "a broker or
         other process …", as far as the lock and /proc tell."""
+        args = _command_args(self.pid)
+        java = bool(args) and os.path.basename(args[0]) == "java"
         if self.is_kafkalog:
             who = "another kafkalog job"
-        elif self.length == JAVA_WHOLE_FILE_LOCK_LENGTH:
-            command = _command_line(self.pid)
-            who = "a Kafka broker" if command and "kafka.Kafka" in command else "a broker or other Java process"
+        elif KAFKA_MAIN_CLASS in args:
+            who = "a Kafka broker"
+        elif self.length == JAVA_WHOLE_FILE_LOCK_LENGTH or (self.length == WHOLE_FILE_LOCK_LENGTH and java):
+            who = "a broker or other Java process"
         else:
             who = "a broker or other process"
         if self.pid is None:
@@ -77,14 +86,23 @@ class LockHolder:
         return f"{who} (PID {self.pid}{', ' + command if command else ''})"
 
 
-def _command_line(pid: Optional[int], limit: int = 120) -> Optional[str]:
+def _command_args(pid: Optional[int]) -> list[str]:
+    """The holder's whole argv ([] when it cannot be read): the main class of a java command comes after
+    a long classpath, so it is looked for here, not in the shortened line messages show."""
     if pid is None or not sys.platform.startswith("linux"):
-        return None
+        return []
     try:
         raw = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
+        return []
+    return [part.decode("utf-8", "replace") for part in raw.split(b"\0") if part]
+
+
+def _command_line(pid: Optional[int], limit: int = 120) -> Optional[str]:
+    args = _command_args(pid)
+    if not args:
         return None
-    text = " ".join(part.decode("utf-8", "replace") for part in raw.split(b"\0") if part)
+    text = " ".join(args)
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 

@@ -8,6 +8,8 @@ segment files, log-start-offset-checkpoint entries and leader-epoch-checkpoint f
 """
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import re
@@ -126,6 +128,13 @@ def judged(kafka_jars, tmp_path_factory):
     time.sleep(2)
     ranges = {tp: (bc.list_offsets(broker, tp[0], tp[1], bc.EARLIEST)[0], bc.list_offsets(broker, tp[0], tp[1], bc.LATEST)[0])
               for tp in before}
+    # our delete-records refuses the log dir while this broker holds it, and names the broker
+    locked_json = root / "locked.json"
+    locked_json.write_text(json.dumps(offset_json))
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        locked = (cli.main(["delete-records", "--log-dirs", str(broker.data_dir), "--offset-json-file",
+                            str(locked_json)]), err.getvalue())
     refused = None
     try:
         bc.delete_records(broker, {("r-dr", 0): ranges[("r-dr", 0)][1] + 1})
@@ -136,7 +145,7 @@ def judged(kafka_jars, tmp_path_factory):
     all_configs = [f"{t}:{k}={v}" for t, c in topic_configs.items() for k, v in c.items()]
     all_configs += [f"{t}:{k}={v}" for t in TOPICS for k, v in keep.items()
                     if k not in topic_configs.get(t, {})]
-    yield dict(broker=broker, copy=copy, before=before, now=applied_at, low=low, ranges=ranges, refused=refused,
+    yield dict(broker=broker, copy=copy, locked=locked, before=before, now=applied_at, low=low, ranges=ranges, refused=refused,
                offset_json=offset_json, configs=load_configs(topic_configs=all_configs), root=root)
     broker.kill()
 
@@ -198,6 +207,11 @@ def test_dry_run_plan_deletes_what_the_broker_deleted(judged, topic):
 
 def test_applied_retention_leaves_the_brokers_files(judged):
     _apply_and_compare(judged, [("r-ms", 0), ("r-bytes", 0), ("r-noti", 0)])
+
+
+def test_delete_records_refuses_the_running_brokers_log_dir(judged):
+    code, err = judged["locked"]
+    assert code == 1 and "locked by a Kafka broker" in err, err
 
 
 def test_delete_records_then_retention_as_the_broker(judged, capsys):
