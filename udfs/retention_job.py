@@ -18,6 +18,9 @@ from typing import Optional, Sequence
 import pyarrow as pa
 
 from kafkalog.log.filesystem import refuse_uris
+from kafkalog.errors import UsageError
+from kafkalog.retention.delete_records import (apply_delete_records, describe, log_start_overrides,
+                                               plan_delete_records, read_offset_json_file, with_log_starts)
 from kafkalog.retention.deletion import run_tag
 from kafkalog.log.local_log import HW_MISSING_CHOICES, HW_MISSING_LOG_END, HW_MISSING_ZERO
 from kafkalog.retention.run import (ERROR, OUTCOME_SCHEMA, finish_log_dir, public_outcome, retain_partition,
@@ -77,6 +80,10 @@ def build_parser():
     parser.add_argument("--high-watermark-missing", choices=HW_MISSING_CHOICES, default=HW_MISSING_ZERO,
                         help=f"what a missing replication-offset-checkpoint entry means (default {HW_MISSING_ZERO}; "
                              f"{HW_MISSING_LOG_END}: log end offset)")
+    parser.add_argument("--delete-records-json", metavar="FILE",
+                        help="first advance log start offsets as kafka-delete-records.sh's --offset-json-file asks "
+                             "(kafkalog delete-records; -1: the high watermark), so the segments wholly below them "
+                             "go in this run; with a dry run the plan assumes them and nothing is written")
     parser.add_argument("--topics", metavar="T[,T...]", help="only these topics")
     parser.add_argument("--audit", metavar="PATH", type=table_path,
                         help="Delta table to append every segment's decision to")
@@ -85,15 +92,22 @@ def build_parser():
     return parser
 
 
-def plan_and_apply(spark, folders, *, configs, now, hw_missing, execute, delete_delay_ms, run_id) -> list[dict]:
+def plan_and_apply(spark, folders, *, configs, now, hw_missing, execute, delete_delay_ms, run_id,
+                   log_starts: Optional[dict] = None) -> list[dict]:
     """Run retain_partition over the folders on the executors, once; the outcomes on the driver. A
-    task Spark retries reports what its lost attempt deleted: they share the run's tag."""
+    task Spark retries reports what its lost attempt deleted: they share the run's tag.
+    ``log_starts``: {log dir: {TopicPartition: log start offset}} to plan with in place of the
+    checkpoint's (a dry run of --delete-records-json)."""
     tag = run_tag(run_id)
+    log_starts = log_starts or {}
 
     def per_folder(log_dir: str, folder: str, cache: dict) -> list[dict]:
+        checkpoints = cached_checkpoints(log_dir, cache)
+        if log_dir in log_starts:
+            checkpoints = with_log_starts(checkpoints, log_starts[log_dir])
         outcome = retain_partition(folder, log_dir=log_dir, configs=configs, now_ms=now, hw_missing=hw_missing,
                                    execute=execute, delete_delay_ms=delete_delay_ms, tag=tag,
-                                   checkpoints=cached_checkpoints(log_dir, cache))
+                                   checkpoints=checkpoints)
         return [public_outcome(outcome)]
 
     counter = count_folders(spark, len(folders), "applying retention" if execute else "planning retention")
@@ -122,14 +136,18 @@ def main(argv: Sequence[str], *, spark=None) -> int:
     topics = topics_option(args.topics)
 
     note = "planning only — --execute will refuse it"
+    requests = read_offset_json_file(args.delete_records_json) if args.delete_records_json else None
     with locked_log_dirs(log_dirs, modifying=bool(args.execute), read_only_note=note) as (usable, refused):
+        deleted_records, log_starts = [], {}
+        if requests:
+            deleted_records, log_starts = _delete_records(usable, requests, configs=configs, args=args, refused=refused)
         folders = partition_folders_of(usable, topics)
         spark = spark or build_session(f"kafkalog-{JOB}", master=args.master)
         progress(f"{'applying' if args.execute else 'planning'} retention for {len(folders)} folders "
                  f"in {len(usable)} log dir(s) as of {now}")
         outcomes = plan_and_apply(spark, folders, configs=configs, now=now, hw_missing=args.high_watermark_missing,
                                   execute=args.execute, delete_delay_ms=args.delete_delay_ms,
-                                  run_id=run_id) if folders else []
+                                  run_id=run_id, log_starts=None if args.execute else log_starts) if folders else []
         checkpoints = []
         if args.execute:
             for log_dir in usable:
@@ -162,12 +180,32 @@ def main(argv: Sequence[str], *, spark=None) -> int:
                   for o in outcomes for d in (o.get("decisions") or [])],
         summary=summary,
         partitions=[{k: v for k, v in o.items() if k != "decisions"} for o in outcomes],
-        checkpoints=checkpoints, audit=audit)
+        checkpoints=checkpoints, audit=audit, delete_records=[r.to_dict() for r in deleted_records])
     _print_summary(report)
     write_report(args.report, report)
     write_html(args.html, report)
     failed = summary["statuses"].get(ERROR, 0) or refused
     return EXIT_PARTIAL if failed else EXIT_OK
+
+
+def _delete_records(usable, requests, *, configs, args, refused) -> tuple[list, dict]:
+    """--delete-records-json: decide every partition first (a partition in no usable log dir, or any
+    partition's error, is a UsageError: nothing is changed); with --execute write the log start
+    offsets (this process holds the locks); return the results and the log starts a dry run plans with."""
+    try:
+        results = plan_delete_records(usable, requests, configs=configs, hw_missing=args.high_watermark_missing)
+    except UsageError as exc:
+        if refused:
+            raise UsageError(f"{exc} (log dirs refused: {', '.join(r['log_dir'] for r in refused)})") from None
+        raise
+    errors = [describe(r) for r in results if r.error]
+    if errors:
+        raise UsageError("--delete-records-json refused, nothing changed:\n  " + "\n  ".join(errors))
+    if args.execute:
+        results = apply_delete_records(results, lock=False)
+    for r in results:
+        progress(f"delete-records {describe(r)}" + ("" if args.execute or not r.changes else " (dry run)"))
+    return results, log_start_overrides(results)
 
 
 def _print_summary(report: dict) -> None:

@@ -71,10 +71,12 @@ class LockHolder:
         if self.is_kafkalog:
             who = "another kafkalog job"
         elif self.length in (JAVA_WHOLE_FILE_LOCK_LENGTH, WHOLE_FILE_LOCK_LENGTH):
-            command = _command_line(self.pid, limit=None)
-            if command and KAFKA_MAIN_CLASS in command.split():
+            # the main class comes after a classpath of many KB: the whole command line is searched
+            args = (_command_line(self.pid, limit=None) or "").split()
+            java = bool(args) and os.path.basename(args[0]) == "java"
+            if KAFKA_MAIN_CLASS in args:
                 who = "a Kafka broker"
-            elif self.length == JAVA_WHOLE_FILE_LOCK_LENGTH:
+            elif self.length == JAVA_WHOLE_FILE_LOCK_LENGTH or java:
                 who = "a broker or other Java process"
             else:
                 who = "a broker or other process"

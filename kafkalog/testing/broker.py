@@ -343,14 +343,7 @@ class KafkaBroker:
         """One of the data dir's offset checkpoints (``cleaner-offset-checkpoint``,
         ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``,
         ``replication-offset-checkpoint``) as {(topic, partition): offset}; {} where absent."""
-        text = _read(self.data_dir / name)
-        lines = text.splitlines()
-        out: Dict[tuple, int] = {}
-        for line in lines[2:]:
-            parts = line.split()
-            if len(parts) == 3:
-                out[(parts[0], int(parts[1]))] = int(parts[2])
-        return out
+        return _read_checkpoint(self.data_dir / name)
 
     def wait_until(self, predicate, *, timeout: float = 60.0, what: str = "the condition", interval: float = 0.2):
         """Poll ``predicate()`` until truthy (returned) or ``timeout`` (AssertionError with the log's tail)."""
@@ -365,6 +358,97 @@ class KafkaBroker:
             if self.process is not None and self.process.poll() is not None:
                 raise AssertionError(f"the broker died waiting for {what}:\n{self.log_tail()}")
             time.sleep(interval)
+
+
+# --- adopting a partition folder written offline -------------------------------------------------------
+
+# The four per-log-dir offset checkpoints LogManager, ReplicaManager and LogCleanerManager keep.
+OFFSET_CHECKPOINT_FILES = ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
+                           "replication-offset-checkpoint", "cleaner-offset-checkpoint")
+PARTITION_METADATA = "partition.metadata"
+# Offline state the adoption carries over from our log dir: only the log start offset is ours to say
+# (a DeleteRecords or retention run moved it above the first segment); the broker derives the rest.
+CARRIED_CHECKPOINTS = ("log-start-offset-checkpoint",)
+
+
+def adopt(broker: "KafkaBroker", topic: str, partition: int, our_partition_dir, *, clean: bool = True,
+          start: bool = True) -> str:
+    """Make ``broker`` load our partition folder as its replica of ``topic``-``partition`` (which must
+    already exist: create it through the broker first, so the metadata image knows its topic id).
+
+    The recipe (real-broker.md §4.3): stop the broker (SIGTERM when ``clean``, SIGKILL otherwise);
+    in its folder keep ``partition.metadata`` and remove every other file; copy ours in (mtimes kept;
+    never our ``partition.metadata``); drop the partition's line from the four offset checkpoints of
+    the data dir, putting back only our ``log-start-offset-checkpoint`` entry if our log dir has one.
+    ``clean``: the ``.kafka_cleanshutdown`` marker stays, so the broker trusts our indexes and producer
+    snapshots. Not ``clean``: no marker, no recovery point, and neither our producer snapshots nor our
+    ``leader-epoch-checkpoint`` are copied, so the broker recovers every segment (CRCs, indexes, epochs
+    and producer state rebuilt from the batches).
+
+    Parameters:
+        broker: the broker (running or stopped).
+        topic, partition: the broker's partition to replace.
+        our_partition_dir: a ``<topic>-<partition>`` folder we wrote; its parent is our log dir, whose
+            log-start-offset-checkpoint is read for our folder's own topic-partition.
+        clean: adopt after a clean shutdown (True) or as after a crash (False).
+        start: start the broker afterwards (False: the caller adopts more partitions, then starts it).
+
+    Returns what the broker wrote to server.log during this start ("" when not started)."""
+    ours = Path(our_partition_dir)
+    if not ours.is_dir():
+        raise FileNotFoundError(f"{ours}: not a partition folder")
+    target = broker.partition_dir(topic, partition)
+    if broker.running:
+        broker.stop(clean=clean)
+    if not (target / PARTITION_METADATA).is_file():
+        raise RuntimeError(f"{target} has no {PARTITION_METADATA}: create {topic} through the broker first, "
+                           "or the broker renames the folder -stray")
+    for path in target.iterdir():
+        if path.name != PARTITION_METADATA:
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+    skipped = () if clean else (".snapshot", "leader-epoch-checkpoint")
+    for path in sorted(ours.iterdir()):
+        if path.is_file() and path.name != PARTITION_METADATA and not path.name.endswith(skipped):
+            shutil.copy2(path, target / path.name)
+    our_topic, _, our_partition = ours.name.rpartition("-")
+    for name in OFFSET_CHECKPOINT_FILES:
+        entries = _read_checkpoint(broker.data_dir / name)
+        entries.pop((topic, partition), None)
+        if name in CARRIED_CHECKPOINTS:
+            mine = _read_checkpoint(ours.parent / name).get((our_topic, int(our_partition)))
+            if mine is not None:
+                entries[(topic, partition)] = mine
+        _write_checkpoint(broker.data_dir / name, entries)
+    if not clean:
+        (broker.data_dir / CLEAN_SHUTDOWN_MARKER).unlink(missing_ok=True)
+    if not start:
+        return ""
+    server_log = broker.logs_dir / "server.log"
+    seen = server_log.stat().st_size if server_log.exists() else 0
+    broker.start()
+    return _read(server_log, seen)
+
+
+def stray_folders(broker: "KafkaBroker") -> List[str]:
+    """The partition folders the broker renamed ``…-stray`` (a replica its metadata does not know)."""
+    return sorted(p.name for p in broker.data_dir.iterdir() if p.is_dir() and p.name.endswith("-stray"))
+
+
+def _read_checkpoint(path: Path) -> Dict[tuple, int]:
+    out: Dict[tuple, int] = {}
+    for line in _read(path).splitlines()[2:]:
+        parts = line.split()
+        if len(parts) == 3:
+            out[(parts[0], int(parts[1]))] = int(parts[2])
+    return out
+
+
+def _write_checkpoint(path: Path, entries: Mapping[tuple, int]) -> None:
+    """An offset checkpoint as Kafka's CheckpointFile writes it (version 0, count, one line each)."""
+    lines = ["0", str(len(entries))] + [f"{t} {p} {o}" for (t, p), o in sorted(entries.items())]
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("\n".join(lines) + "\n")
+    tmp.replace(path)
 
 
 # --- what the cleaner says ----------------------------------------------------------------------------------

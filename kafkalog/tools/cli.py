@@ -458,7 +458,65 @@ def _run_lag(args) -> int:
     return lag_command.run(args)
 
 
-SUBCOMMANDS: Sequence[Callable] = (_add_dump, _add_demo, _add_offsets, _add_fetch, _add_recover, _add_lag)
+# --- delete-records (kafkalog.retention.delete_records) ------------------------------------------
+
+def _add_delete_records(subparsers) -> None:
+    from kafkalog.log.local_log import HW_MISSING_CHOICES, HW_MISSING_LOG_END, HW_MISSING_ZERO
+    p = subparsers.add_parser(
+        "delete-records", help="advance log start offsets offline, as kafka-delete-records.sh asks a broker to",
+        description="Take kafka-delete-records.sh's --offset-json-file ({\"partitions\": [{\"topic\": T, "
+                    "\"partition\": P, \"offset\": O}], \"version\": 1}) and advance each partition's log start "
+                    "offset in the log dirs as a broker's DeleteRecords does: offset -1 means the high watermark "
+                    "(replication-offset-checkpoint), an offset above it is OffsetOutOfRange, a topic whose "
+                    "cleanup.policy has no delete is refused, the log start offset only moves forward. Writes "
+                    "log-start-offset-checkpoint and truncates leader-epoch-checkpoint from the start; the segments "
+                    "wholly below the new log start offset go at the next retention run. Every partition is "
+                    "checked first: a topic-partition not in the log dirs, or any partition's error, changes "
+                    "nothing. A log dir whose .lock a running broker holds is refused. Prints the low watermark "
+                    "of each partition as kafka-delete-records.sh does.")
+    p.add_argument("--log-dirs", required=True, type=file_list, metavar="DIR[,DIR...]",
+                   help="REQUIRED: the broker's log dirs (log.dirs), comma-separated")
+    p.add_argument("--offset-json-file", required=True, metavar="FILE",
+                   help="REQUIRED: the JSON file of kafka-delete-records.sh")
+    p.add_argument("--dry-run", action="store_true", help="print what would happen; change nothing")
+    p.add_argument("--high-watermark-missing", choices=HW_MISSING_CHOICES, default=HW_MISSING_ZERO,
+                   help=f"what a missing replication-offset-checkpoint entry means (default {HW_MISSING_ZERO}, as a "
+                        f"broker: 0; {HW_MISSING_LOG_END}: the log end offset, for a backup without the file)")
+    p.add_argument("--broker-config", metavar="server.properties",
+                   help="the broker's server.properties (log.cleanup.policy)")
+    p.add_argument("--topic-config", action="append", default=[], metavar="TOPIC:KEY=VALUE",
+                   help="a per-topic override, e.g. orders:cleanup.policy=compact (repeatable)")
+    p.set_defaults(handler=_run_delete_records)
+
+
+def _run_delete_records(args) -> int:
+    from kafkalog.config import load_configs
+    from kafkalog.retention.delete_records import delete_records, describe, read_offset_json_file
+
+    filesystem.refuse_uris(args.log_dirs, "delete-records")
+    for log_dir in args.log_dirs:
+        check_log_dir(log_dir)
+    requests = read_offset_json_file(args.offset_json_file)
+    configs = load_configs(broker_config=args.broker_config, topic_configs=args.topic_config)
+    for warning in configs.warnings:
+        _warn("delete-records", warning)
+    try:
+        results = delete_records(args.log_dirs, requests, configs=configs, hw_missing=args.high_watermark_missing,
+                                 dry_run=args.dry_run)
+    except OSError as e:
+        raise KafkalogError(f"cannot update the log dir ({e.strerror or e})", path=getattr(e, "filename", None)) from None
+    failed = any(r.error for r in results)
+    _write_line(sys.stdout, "Executing records delete operation" + (" (dry run: nothing is changed)" if args.dry_run else ""))
+    _write_line(sys.stdout, "Records delete operation " + ("refused, nothing changed:" if failed else
+                                                          "planned:" if args.dry_run else "completed:"))
+    for r in results:
+        _write_line(sys.stdout, describe(r))
+    sys.stdout.flush()
+    return 1 if failed else 0
+
+
+SUBCOMMANDS: Sequence[Callable] = (_add_dump, _add_demo, _add_offsets, _add_fetch, _add_recover, _add_lag,
+                                     _add_delete_records)
 
 
 # --- main -------------------------------------------------------------------------------------

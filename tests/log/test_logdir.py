@@ -450,6 +450,27 @@ def test_lock_message_says_what_holds_it(tmp_path, kind, expected):
         proc.wait(timeout=10)
 
 
+@pytest.mark.skipif(not lock._USE_GETLK, reason="needs F_OFD_GETLK/F_GETLK to see the holder")
+@pytest.mark.parametrize("extra, expected", [(["kafka.Kafka", "server.properties"], "a Kafka broker (PID {pid}"),
+                                             ([], "a broker or other Java process (PID {pid}")])
+def test_a_real_brokers_lock_is_named(tmp_path, extra, expected):
+    """A real broker's tryLock() reads back as a whole-file lock of length 0 (the JDK passes
+    Long.MAX_VALUE on as l_len 0), and its main class comes after a classpath longer than the line
+    messages show: a java process (argv[0] "java") holding such a lock, with kafka.Kafka among its
+    arguments, is named a Kafka broker (tests/broker/test_retention_parity.py has the real one)."""
+    java = tmp_path / "bin" / "java"                     # a python named java: only the name matters
+    java.parent.mkdir()
+    java.symlink_to(os.path.realpath(sys.executable))
+    proc = subprocess.Popen([str(java), "-c", HOLD_LOCK, str(tmp_path / ".lock"), "-cp", "x" * 200, *extra],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "locked"
+        assert lock.describe_lock_holder(tmp_path).startswith(expected.format(pid=proc.pid))
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=10)
+
+
 def test_lock_log_dir_holds_like_a_broker_and_releases(tmp_path):
     lock = tmp_path / ".lock"
     with lock_log_dir(tmp_path):

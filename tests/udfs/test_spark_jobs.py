@@ -126,6 +126,33 @@ def test_log_start_offset_checkpoint_is_rewritten(spark, tmp_path):
         ("t", 0): 4, ("x", 0): 2}
 
 
+def test_retention_takes_kafka_delete_records_json(spark, tmp_path, capsys):
+    """--delete-records-json: the dry run plans as if the log start offsets had moved and writes
+    nothing; --execute moves them (checkpoint) and deletes the segments wholly below in the same run."""
+    folder = make_partition(tmp_path / "d", "t", 0, [[NOW] * 3, [NOW] * 3, [NOW]])
+    write_checkpoints(tmp_path / "d", high_watermarks={("t", 0): 7}, log_start_offsets={})
+    spec = tmp_path / "offsets.json"
+    spec.write_text(json.dumps({"version": 1, "partitions": [{"topic": "t", "partition": 0, "offset": 4}]}))
+    args = ["--log-dirs", str(tmp_path / "d"), "--now-ms", str(NOW), "--delete-records-json", str(spec)]
+    before = snapshot(tmp_path / "d")
+    assert retention_job.main(args + ["--report", str(tmp_path / "plan.json")], spark=spark) == 0
+    assert snapshot(tmp_path / "d") == before
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    assert [(s["base_offset"], s["decision"], s["rule"]) for s in plan["segments"]] == [
+        (0, "delete", "log_start_offset"), (3, "keep", None), (6, "keep", None)]
+    assert plan["partitions"][0]["new_log_start_offset"] == 4
+    assert retention_job.main(args + ["--execute"], spark=spark) == 0
+    assert sorted(p.name for p in folder.glob("*.log")) == [f"{3:020d}.log", f"{6:020d}.log"]
+    assert read_offset_checkpoint(tmp_path / "d" / LOG_START_OFFSET_CHECKPOINT) == {("t", 0): 4}
+    # a partition the log dirs do not hold: exit 2, nothing touched
+    after = snapshot(tmp_path / "d")
+    spec.write_text(json.dumps({"version": 1, "partitions": [{"topic": "nope", "partition": 0, "offset": 4}]}))
+    assert run("retention", retention_job.main, args + ["--execute"]) == 2
+    assert "nope-0" in capsys.readouterr().err
+    assert {k: v for k, v in snapshot(tmp_path / "d").items() if k != ".lock"} == \
+        {k: v for k, v in after.items() if k != ".lock"}
+
+
 def test_a_log_dir_locked_by_a_live_broker_is_refused(spark, tmp_path, capsys):
     dirs = two_log_dirs(tmp_path)
     holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(dirs[0] / ".lock")],
