@@ -20,6 +20,11 @@ The rules, for one Kafka partition:
   as ListOffsets does. Timestamps in a log are not ordered, so an upper bound prunes nothing (any later
   batch may hold an older record), and a segment whose largest timestamp is only its file's mtime is
   never dropped. Spark re-applies every predicate, so rows are the same with pushdown on or off.
+  The Spark data source passes no bounds (``Bounds()``): PySpark 4.2 keeps a DataFrame's planned read on
+  an object all its queries share, so a read narrowed for one query's filters would answer the next (see
+  ``udfs.kafkalog_source``). Spark's own source after 4.2 keeps that read per scan
+  (``PythonScanBuilder.scala``); until kafkalog runs on such a PySpark, only callers that plan for one
+  query and throw the plan away may pass bounds.
 * **Byte ranges**: reading starts at the offset-index position at or before the first offset wanted and
   ends at an offset-index position past the last one (batch boundaries; at most one index interval
   over), so a narrow range reads a few KiB per side, not whole segments.
