@@ -6,6 +6,7 @@ queries share (``udfs.kafkalog_source``), which is what these tests pin down."""
 from __future__ import annotations
 
 import shutil
+from contextlib import contextmanager
 
 import pytest
 
@@ -57,6 +58,38 @@ def _summary(df, where):
     return (df if where is None else df.where(where)).selectExpr(*SUMMARY).collect()[0]
 
 
+PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+
+
+@contextmanager
+def _pushdown(spark, value: str):
+    """Spark's Python filter pushdown on (Spark plans a filtered query in a worker of its own and keeps
+    that plan for the DataFrame) or off (it never does), restored afterwards: the session is shared."""
+    before = spark.conf.get(PUSHDOWN_CONF, None)
+    spark.conf.set(PUSHDOWN_CONF, value)
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(PUSHDOWN_CONF)
+        else:
+            spark.conf.set(PUSHDOWN_CONF, before)
+
+
+@pytest.fixture(params=["true", "false"], ids=["pushdown-conf-on", "pushdown-conf-off"])
+def pushdown_conf(spark, request):
+    """Both settings: the answers must not depend on it."""
+    with _pushdown(spark, request.param):
+        yield request.param
+
+
+@pytest.fixture
+def pushdown_on(spark):
+    """The setting under which Spark re-plans filtered queries (what register() used to set)."""
+    with _pushdown(spark, "true"):
+        yield
+
+
 @pytest.fixture(scope="module")
 def fresh(spark, logs):
     """{filter name: the summary a DataFrame loaded for that one query gives}, each computed once."""
@@ -75,7 +108,7 @@ SEQUENCE = ["none", "offset", "none", "partition", "timestamp", "key", "in", "no
             "not_pushable", "offset_range", "not_pushable"]
 
 
-def test_one_dataframe_answers_each_query_as_a_fresh_one(spark, logs, fresh):
+def test_one_dataframe_answers_each_query_as_a_fresh_one(spark, logs, fresh, pushdown_on):
     log_dir, parts = logs
     filters = _filters(parts)
     kept = _load(spark, log_dir)
@@ -83,7 +116,7 @@ def test_one_dataframe_answers_each_query_as_a_fresh_one(spark, logs, fresh):
         assert _summary(kept, filters[name]) == fresh(name), (step, name)
 
 
-def test_a_temp_view_answers_each_sql_query_as_a_fresh_dataframe(spark, logs, fresh):
+def test_a_temp_view_answers_each_sql_query_as_a_fresh_dataframe(spark, logs, fresh, pushdown_conf):
     log_dir, parts = logs
     filters = _filters(parts)
     _load(spark, log_dir).createOrReplaceTempView("kafkalog_reuse")
@@ -96,7 +129,7 @@ def test_a_temp_view_answers_each_sql_query_as_a_fresh_dataframe(spark, logs, fr
         spark.catalog.dropTempView("kafkalog_reuse")
 
 
-def test_rows_after_a_filtered_query_are_a_fresh_dataframes(spark, logs):
+def test_rows_after_a_filtered_query_are_a_fresh_dataframes(spark, logs, pushdown_on):
     """Whole rows, not a summary: the unfiltered query after a filtered one."""
     log_dir, parts = logs
     kept = _load(spark, log_dir)
@@ -105,7 +138,7 @@ def test_rows_after_a_filtered_query_are_a_fresh_dataframes(spark, logs):
     assert kept.where("`offset` < 20").count() == 120             # 20 offsets of each of 6 partitions
 
 
-def test_every_query_of_a_dataframe_reads_the_log_dirs_as_they_were_at_load(spark, logs, tmp_path):
+def test_every_query_of_a_dataframe_reads_the_log_dirs_as_they_were_at_load(spark, logs, tmp_path, pushdown_conf):
     """Queries that push filters and queries that push none take different planning paths in PySpark
     4.2; both must read one snapshot, or a DataFrame's counts disagree with each other."""
     log_dir, _ = logs
@@ -133,7 +166,7 @@ NAMES = ["offset", "offset_range", "partition", "topic", "timestamp", "key", "in
 
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(sequence=st.lists(st.sampled_from(NAMES), min_size=2, max_size=4))
-def test_random_filter_sequences_answer_as_fresh_dataframes(spark, logs, fresh, sequence):
+def test_random_filter_sequences_answer_as_fresh_dataframes(spark, logs, fresh, pushdown_on, sequence):
     log_dir, parts = logs
     filters = _filters(parts)
     kept = _load(spark, log_dir)
