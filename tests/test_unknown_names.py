@@ -69,3 +69,16 @@ def test_the_group_check_warns_when_a_coordinator_partition_was_unreadable():
     assert warned == ["--group demo-audt: no record of group demo-audt in __consumer_offsets (did you mean "
                       "demo-audit?) among the partitions that could be read"]
     check_groups([], set(), complete=True)                    # no --group: every group, nothing to check
+
+
+@pytest.mark.parametrize("job", ["retention", "compact"])
+def test_a_misspelt_topics_filter_touches_nothing(demo, capsys, job):
+    """--topics was refused inside the log-dir lock, whose file a log dir without one then gained."""
+    from udfs import compact_job, retention_job
+
+    before = _tree_digest(demo)
+    main = {"retention": retention_job, "compact": compact_job}[job]
+    extra = ["--execute"] if job == "retention" else []                # the runs that take the lock
+    assert main.entry(["--log-dirs", str(demo), "--topics", "demo-ordrs", *extra]) == 2
+    assert "no partition folder of demo-ordrs" in capsys.readouterr().err
+    assert _tree_digest(demo) == before

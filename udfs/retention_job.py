@@ -120,6 +120,7 @@ def main(argv: Sequence[str], *, spark=None) -> int:
     if args.execute:
         refuse_uris(log_dirs, "retention --execute")
     topics = topics_option(args.topics)
+    partition_folders_of(log_dirs, topics)     # an unknown --topics name: exit 2 before any lock file is opened
 
     note = "planning only — --execute will refuse it"
     with locked_log_dirs(log_dirs, modifying=bool(args.execute), read_only_note=note) as (usable, refused):
