@@ -308,6 +308,9 @@ class KafkaConfigs:
     topic_overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
     topic_override_sources: dict[str, dict[str, str]] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    # topic -> where it was named (``--topic-config orders:…``, a ``--topic-config-file`` path), in order:
+    # every topic a user typed, even one whose keys were all ignored (see :func:`topics_not_held`)
+    topic_named_in: dict[str, list[str]] = field(default_factory=dict)
     _resolved: dict[str, LogConfig] = field(default_factory=dict, repr=False, compare=False)
 
     def for_topic(self, topic: str) -> LogConfig:
@@ -488,12 +491,39 @@ def load_configs(*, broker_config: Optional[PathLike] = None,
         values = parse_topic_overrides(topic, _read_properties_file(path), source=path, warnings=warnings,
                                        strict=strict)
         _merge(configs, topic, values, f"topic ({path})")
+        configs.topic_named_in.setdefault(topic, []).append(f"--topic-config-file {spec}")
     for spec in topic_configs:
         topic, key, value = parse_topic_config_arg(spec)
         values = parse_topic_overrides(topic, {key: value}, source=f"--topic-config {spec}", warnings=warnings,
                                        strict=strict)
         _merge(configs, topic, values, f"topic (--topic-config {topic}:{key})")
+        configs.topic_named_in.setdefault(topic, []).append(f"--topic-config {spec}")
     return configs
+
+
+TOPIC_NOT_HELD_HINT = ("check the topic's name: overrides for a topic these log dirs do not hold change nothing, and "
+                       "the topic meant stays on the broker's defaults")
+
+
+def topics_not_held(configs: KafkaConfigs, held: Iterable[str], *, held_in: str = "the log dirs") -> list[str]:
+    """One message per topic named in ``--topic-config`` / ``--topic-config-file`` that is not among
+    ``held`` (the topics of the job's log dirs), with the closest held topic ("did you mean
+    demo-orders?"). A misspelt topic would leave the topic meant on the defaults — retention by the
+    broker's limits — so the jobs that delete or rewrite refuse it, as they refuse a misspelt key.
+
+    :param configs: what :func:`load_configs` built (its ``topic_named_in``)
+    :param held: topic names of the partition folders the job would work on
+    :param held_in: what holds them, for the message ("the log dirs", "the table")
+    """
+    held = sorted(set(held))
+    messages = []
+    for topic, where in sorted(configs.topic_named_in.items()):
+        if topic in held:
+            continue
+        close = difflib.get_close_matches(topic, held, n=1, cutoff=0.6)
+        guess = f" (did you mean {close[0]}?)" if close else ""
+        messages.append(f"{where[0]}: no partition of topic {topic} in {held_in}{guess}")
+    return messages
 
 
 def _merge(configs: KafkaConfigs, topic: str, values: Mapping[str, Any], source: str) -> None:
@@ -517,5 +547,5 @@ def configs_from_mappings(broker: Optional[Mapping[str, str]] = None,
 __all__: Sequence[str] = (
     "LogConfig", "BrokerConfig", "KafkaConfigs", "TOPIC_CONFIGS", "BROKER_CONFIGS",
     "load_configs", "configs_from_mappings", "parse_broker_properties", "parse_topic_overrides",
-    "parse_topic_config_arg",
+    "parse_topic_config_arg", "topics_not_held",
 )

@@ -10,8 +10,9 @@ from kafkalog.catalog import CATALOG_SCHEMA, ERROR, LEFTOVER, SEGMENT
 from kafkalog.log import filesystem
 
 from udfs import delta_tables
-from udfs.job import (EXIT_OK, EXIT_PARTIAL, add_config_arguments, add_html_argument, base_parser, load_job_configs,
-                      now_ms, progress, resolve_log_dirs, table_path, write_html, write_report)
+from udfs.job import (EXIT_OK, EXIT_PARTIAL, add_config_arguments, add_html_argument, base_parser, check_topic_configs,
+                      load_job_configs, now_ms, progress, resolve_log_dirs, table_path, topics_of_log_dirs, write_html,
+                      write_report)
 from udfs.progress import count_folders
 from udfs.partitions import catalog_folder, folders_frame, list_partition_folders, map_folders
 from udfs.session import build_session
@@ -92,6 +93,7 @@ def main(argv: Sequence[str], *, spark=None) -> int:
     args = build_parser().parse_args(argv)
     configs = load_job_configs(args)
     log_dirs = resolve_log_dirs(args, configs)
+    check_topic_configs(args, configs, topics_of_log_dirs(log_dirs), strict=False)     # read-only: a warning
     spark = spark or build_session(f"kafkalog-{JOB}", master=args.master)
     started = time.monotonic()
     run_at = now_ms()

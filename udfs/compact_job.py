@@ -36,6 +36,7 @@ from kafkalog.log.lock import held_fences
 
 from udfs import delta_tables
 from udfs.job import EXIT_OK, EXIT_PARTIAL, add_config_arguments, add_html_argument, base_parser, locked_log_dirs, parse_time_ms, progress, start_job, table_path, write_html, write_report
+from kafkalog.config import did_you_mean
 from kafkalog.errors import UsageError
 from udfs.partitions import partition_folders_of, topics_option
 from udfs.session import build_session
@@ -203,6 +204,23 @@ def _explain_text(topic: str, partition: int, offset: int, rows: List[dict], ask
     return f"offset {offset}: partition not cleaned ({r['reason']})"
 
 
+def check_explain_targets(targets, folders) -> None:
+    """``--explain TOPIC:PARTITION:OFFSET`` naming a partition the run does not cover (not in the log dirs,
+    or left out by ``--topics``) is a UsageError, with the closest partition: it would otherwise be
+    answered with a line nobody asked for, after the job had run.
+
+    :param targets: the parsed ``--explain`` values, (topic, partition, offset)
+    :param folders: (log dir, folder) of the partitions the run covers
+    """
+    names = sorted({os.path.basename(f) for _d, f in folders})
+    for topic, partition, offset in targets:
+        name = f"{topic}-{partition}"
+        if name not in names:
+            raise UsageError(f"--explain {topic}:{partition}:{offset}: the run covers no partition {name}"
+                             f"{did_you_mean(name, names)}", hint="name a partition folder of the log dirs "
+                             "(and of --topics, when given)")
+
+
 def _session_conf(master: Optional[str]) -> Dict[str, str]:
     """A local master's workers fork from ``udfs.lean_daemon`` (no pandas: see there); executors
     elsewhere keep pyspark's daemon, as their Python path may not hold this tree when it starts."""
@@ -217,6 +235,8 @@ def main(argv: Sequence[str], *, spark=None) -> int:
     topics = topics_option(args.topics)
     if topics is not None and not topics:
         raise UsageError("--topics names no topic")
+
+    check_explain_targets(args.explain, partition_folders_of(log_dirs, topics))   # before any lock is taken
 
     note = "dry run only — a real run refuses it"
     with locked_log_dirs(log_dirs, modifying=not args.dry_run, read_only_note=note) as (usable, refused):

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Callable, NamedTuple, Optional, Sequence
 
 from kafkalog.log.durable import AS_CREATED, ownership_problem, replace_file
-from kafkalog.config import KafkaConfigs, load_configs
-from kafkalog.errors import ConfigError, KafkalogError, UsageError
+from kafkalog.config import TOPIC_NOT_HELD_HINT, KafkaConfigs, load_configs, topics_not_held
+from kafkalog.errors import ConfigError, KafkalogError, LogDirLockedError, UsageError
 from kafkalog.log import filesystem
 from kafkalog.log.lock import holder_and_hint, is_locked, lock_log_dir
 from kafkalog.lookup.time_spec import parse_epoch_ms
@@ -113,6 +113,10 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
                        help="a per-topic override, e.g. orders:retention.ms=3600000 (repeatable)")
     group.add_argument("--topic-config-file", action="append", default=[], metavar="TOPIC:PATH",
                        help="a .properties file of topic configs for TOPIC (repeatable)")
+    group.add_argument("--allow-absent-topic-configs", action="store_true",
+                       help="let --topic-config/--topic-config-file name topics these log dirs do not hold (one "
+                            "set of overrides for a whole cluster, run broker by broker); they are listed as "
+                            "warnings. Without it a job that deletes or rewrites refuses such a topic")
 
 
 def strict_configs(job: Optional[str], args) -> bool:
@@ -126,6 +130,35 @@ def load_job_configs(args, *, strict: bool = False) -> KafkaConfigs:
     for warning in configs.warnings:
         progress(f"warning: {warning}")
     return configs
+
+
+def topics_of_log_dirs(log_dirs) -> set[str]:
+    """The topics of the partition folders directly inside ``log_dirs``."""
+    from udfs.partitions import list_partition_folders, topic_of_folder
+
+    return {t for t in (topic_of_folder(folder) for _d, folder in list_partition_folders(log_dirs)) if t}
+
+
+def check_topic_configs(args, configs: KafkaConfigs, held: set[str], *, strict: bool,
+                        held_in: str = "the log dirs") -> None:
+    """A topic named in ``--topic-config``/``--topic-config-file`` that is not in ``held`` (the topics the
+    job's input holds): a ConfigError (exit 2, before anything is touched) when ``strict`` — the jobs that
+    delete or rewrite, dry runs included — unless ``--allow-absent-topic-configs``; a warning otherwise.
+
+    :param args: the parsed command line (for ``allow_absent_topic_configs``)
+    :param configs: the loaded configs
+    :param held: the topics the job's log dirs (or, for restore, its table) hold
+    :param strict: whether the job deletes or rewrites (see ``strict_configs``)
+    :param held_in: what holds ``held``, for the message
+    """
+    messages = topics_not_held(configs, held, held_in=held_in)
+    if not messages:
+        return
+    if strict and not getattr(args, "allow_absent_topic_configs", False):
+        raise ConfigError("; ".join(messages), hint=f"{TOPIC_NOT_HELD_HINT}; --allow-absent-topic-configs lets one "
+                          "set of overrides cover topics held elsewhere")
+    for message in messages:
+        progress(f"warning: {message}; ignored")
 
 
 def resolve_log_dirs(args, configs: Optional[KafkaConfigs] = None) -> list[Path]:
@@ -163,8 +196,10 @@ def start_job(parser: argparse.ArgumentParser, argv: Sequence[str], check=None) 
     args = parser.parse_args(argv)
     if check is not None:
         check(args)
-    configs = load_job_configs(args, strict=strict_configs(getattr(parser, "job", None), args))
+    strict = strict_configs(getattr(parser, "job", None), args)
+    configs = load_job_configs(args, strict=strict)
     log_dirs = resolve_log_dirs(args, configs)
+    check_topic_configs(args, configs, topics_of_log_dirs(log_dirs), strict=strict)
     run_at = now_ms()
     now = getattr(args, "now_ms", None)
     return JobStart(args, configs, log_dirs, run_at if now is None else now, uuid.uuid4().hex, run_at,

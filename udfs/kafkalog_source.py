@@ -9,8 +9,21 @@ The stream's offsets are Spark's Kafka checkpoint JSON, decided by ``kafkalog.so
 (``maxOffsetsPerTrigger``, ``Trigger.AvailableNow``, new partitions, failOnDataLoss); a micro-batch's
 ranges are read by the same tasks as a batch read.
 
-Sessions built by ``udfs.session.build_session`` have it registered and Python filter pushdown on; a
-session of one's own needs ``udfs.kafkalog_source.register(spark)`` (the same two things).
+Sessions built by ``udfs.session.build_session`` have it registered; a session of one's own needs
+``udfs.kafkalog_source.register(spark)``.
+
+**One plan per DataFrame, made at ``load()``.** PySpark 4.2 keeps a Python data source's planned read
+(the pickled reader and its partitions) on the JVM's provider object, which every query of one DataFrame
+(and every SQL query of a temp view on it) shares: a query that pushes filters replaces it
+(``PythonScanBuilder.pushFilters`` → ``PythonDataSourceV2.setReadInfo``), and a query that pushes none —
+no filter, or none Spark can hand to Python — reuses whatever is there (``getOrCreateReadInfo``). A read
+shaped by one query's filters would therefore answer the next query of the same DataFrame. So nothing a
+query pushes shapes the read: the reader does not take filters (Spark applies them all), and the batch
+plan — partitions, offset ranges, byte ranges — is made once, when the data source is created at
+``load()``, and pickled with it. Every query of a DataFrame then reads the same snapshot of the log dirs,
+whichever planning path Spark takes; ``load()`` again to see files that changed since (as with Spark's
+file sources, whose listing is kept per DataFrame). Narrow a read with the Kafka source's options
+(``assign``, ``startingOffsets``/``endingOffsets``, ``startingTimestamp``…), which belong to the DataFrame.
 
 This module is Spark plumbing only: options are parsed by ``kafkalog.source.options``, the scan is
 planned by ``kafkalog.source.scan_plan`` (partitions, offset ranges, pruning, byte-sized input partitions), and a
@@ -21,38 +34,32 @@ way into the JVM.
 """
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import os
 import uuid
-from typing import Iterator, List, Optional
+from typing import Iterator, Optional, Tuple
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStreamReader, EqualNullSafe, EqualTo,
-                                    GreaterThan, GreaterThanOrEqual, In, InputPartition, LessThan, LessThanOrEqual)
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import (ArrayType, BinaryType, BooleanType, ByteType, IntegerType, LongType, ShortType,
                                StringType, StructField, StructType, TimestampType)
 
 from kafkalog.source.options import SourceOptionError, SourceOptions, parse_source_options
-from kafkalog.source.scan_plan import (Bounds, PartitionRange, Predicate, ScanTask, aborted_in, bounds_from_predicates,
-                                check_listing, check_range, list_partitions, load_partition_facts, pack, plan_pieces,
-                                plan_scan, read_committed_view, resolve_spec, target_bytes)
+from kafkalog.errors import KafkalogError
+from kafkalog.source.scan_plan import (Bounds, PartitionRange, ScanTask, aborted_in, check_listing, check_range,
+                                       list_partitions, load_partition_facts, pack, plan_pieces, plan_scan,
+                                       read_committed_view, resolve_spec, target_bytes)
 from kafkalog.source.stream_offsets import cap, from_json_offsets, plan_ranges, rate_limit, to_json_offsets
 from kafkalog.log.records_io import ReadOptions, SegmentReader
 
 SOURCE_NAME = "kafkalog"
-PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 # Bytes of .log a task decodes into one Arrow batch, and decode threads per task (Spark already runs a
 # task per core). KAFKALOG_SOURCE_WINDOW_BYTES / KAFKALOG_SOURCE_THREADS override them (benchmarks).
 TASK_WINDOW_BYTES = int(os.environ.get("KAFKALOG_SOURCE_WINDOW_BYTES", 8 << 20))
 TASK_DECODE_THREADS = int(os.environ.get("KAFKALOG_SOURCE_THREADS", 1))
-
-_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
-_OPS = {EqualTo: "=", EqualNullSafe: "=", GreaterThan: ">", GreaterThanOrEqual: ">=", LessThan: "<",
-        LessThanOrEqual: "<=", In: "in"}
 
 # Spark's Kafka source schema (KafkaRecordToRowConverter), every field nullable as there.
 HEADERS_SPARK_TYPE = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
@@ -95,42 +102,10 @@ def source_schema(options: SourceOptions, *, records: bool = False) -> StructTyp
 
 
 def register(spark) -> None:
-    """Make ``format("kafkalog")`` available in ``spark`` and turn Python filter pushdown on."""
+    """Make ``format("kafkalog")`` available in ``spark``. The session's
+    ``spark.sql.python.filterPushdown.enabled`` is left as it is: the reader takes no filters (module
+    docstring), so either value reads the same."""
     spark.dataSource.register(KafkalogDataSource)
-    spark.conf.set(PUSHDOWN_CONF, "true")
-
-
-# --- filters -> predicates -------------------------------------------------------------------------------
-
-def _epoch_ms_floor(value: _dt.datetime) -> int:
-    if value.tzinfo is None:     # TIMESTAMP_NTZ literal: read as UTC, the session time zone our conf sets
-        value = value.replace(tzinfo=_dt.timezone.utc)
-    delta = value - _EPOCH
-    micros = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
-    return micros // 1000
-
-
-def _plain(column: str, value):
-    if column == "timestamp":
-        return _epoch_ms_floor(value) if isinstance(value, _dt.datetime) else None
-    return value
-
-
-def to_predicate(f) -> Optional[Predicate]:
-    """One of Spark's pushed filters as a planner predicate; None when the planner cannot use it.
-    Timestamps become epoch ms rounded down: only lower bounds on timestamp prune, and rounding down
-    keeps them safe."""
-    op = _OPS.get(type(f))
-    if op is None or len(f.attribute) != 1:
-        return None
-    column = f.attribute[0]
-    if column not in ("topic", "partition", "offset", "timestamp"):
-        return None
-    if op == "in":
-        values = tuple(_plain(column, v) for v in f.value)
-        return None if any(v is None for v in values) else Predicate(column, op, values)
-    value = _plain(column, f.value)
-    return None if value is None else Predicate(column, op, value)
 
 
 # --- reading ---------------------------------------------------------------------------------------------
@@ -255,25 +230,20 @@ def run_task(options: SourceOptions, task: ScanTask, target: pa.Schema) -> Itera
 
 
 class KafkalogReader(DataSourceReader):
-    def __init__(self, options: SourceOptions, schema: StructType):
+    """Reads a plan made before it existed; it holds nothing a call can change. It does not override
+    ``pushFilters`` (PySpark's default hands every filter back to Spark): see the module docstring for
+    why no query's filters may shape what is read."""
+
+    def __init__(self, options: SourceOptions, schema: StructType, tasks: Tuple[ScanTask, ...]):
+        """``options`` the parsed options; ``schema`` the query's rows; ``tasks`` the plan made at load()."""
         from pyspark.sql.pandas.types import to_arrow_schema
 
         self.options = options
         self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
-        self.predicates: List[Predicate] = []
-
-    def pushFilters(self, filters):
-        """Use what prunes safely; hand every filter back so Spark re-applies it (rows are the same
-        with pushdown on or off)."""
-        for f in filters:
-            pred = to_predicate(f) if self.options.pushdown else None
-            if pred is not None:
-                self.predicates.append(pred)
-            yield f
+        self.tasks = tasks
 
     def partitions(self):
-        tasks = plan_scan(self.options, bounds_from_predicates(self.predicates), parallelism=os.cpu_count() or 1)
-        return [TaskPartition(t) for t in tasks] or [TaskPartition(ScanTask(()))]
+        return [TaskPartition(t) for t in self.tasks] or [TaskPartition(ScanTask(()))]
 
     def read(self, partition: TaskPartition):
         return run_task(self.options, partition.task, self.arrow_schema)
@@ -386,15 +356,24 @@ class KafkalogDataSource(DataSource):
     """Records of Kafka log dirs; options as Spark's Kafka source (see kafkalog.source.options)."""
 
     def __init__(self, options):
+        """``options``: the reader's options. Runs once per ``load()``; the instance is pickled and every
+        later planning step of the DataFrame's queries unpickles that same state."""
         super().__init__(options)
         # A bad option fails load(), before any task. Options valid only for a stream (startingOffsets
-        # latest) fail a batch read when it plans, and the other way round.
-        self.batch_error: Optional[SourceOptionError] = None
+        # latest) fail a batch read when it plans, and the other way round; so does what only the log
+        # dirs refute (an assigned partition not there, data loss).
+        self.batch_error: Optional[Exception] = None
+        self.batch_tasks: Tuple[ScanTask, ...] = ()
         try:
             self.parsed = parse_source_options(dict(options))
         except SourceOptionError as exc:
             self.batch_error = exc
             self.parsed = parse_source_options(dict(options), streaming=True)
+            return
+        try:
+            self.batch_tasks = tuple(plan_scan(self.parsed, Bounds(), parallelism=os.cpu_count() or 1))
+        except (KafkalogError, OSError) as exc:     # SourceOptionError is a KafkalogError
+            self.batch_error = exc
 
     @classmethod
     def name(cls) -> str:
@@ -406,7 +385,7 @@ class KafkalogDataSource(DataSource):
     def reader(self, schema: StructType) -> KafkalogReader:
         if self.batch_error is not None:
             raise self.batch_error
-        return KafkalogReader(self.parsed, schema)
+        return KafkalogReader(self.parsed, schema, self.batch_tasks)
 
     def streamReader(self, schema: StructType) -> KafkalogStreamReader:
         return KafkalogStreamReader(parse_source_options(dict(self.options), streaming=True), schema)

@@ -30,7 +30,7 @@ DESCRIPTION = ("Consumer groups' committed offsets, partition ends and lag from 
                "(no running cluster needed).")
 
 COMMIT_ROW_SCHEMA = pa.schema([
-    pa.field("kind", pa.string()),                   # "commit" | "folder" (per-partition counts) | "error"
+    pa.field("kind", pa.string()),   # "commit" | "folder" (per-partition counts) | "group" (an id seen) | "error"
     pa.field("coordinator_dir", pa.string()), pa.field("coordinator_partition", pa.int32()),
     pa.field("group", pa.string()), pa.field("topic", pa.string()), pa.field("partition", pa.int32()),
     pa.field("committed_offset", pa.int64()), pa.field("leader_epoch", pa.int32()), pa.field("metadata", pa.string()),
@@ -107,6 +107,8 @@ def committed_folder(include):
         loaded = lag.load_committed_offsets(rows, include_group=include)
         out = [{"kind": "folder", "coordinator_dir": folder, "coordinator_partition": cpart,
                 "records": loaded.records, "undecodable": loaded.undecodable, "pending": loaded.pending_transactional}]
+        out.extend({"kind": "group", "coordinator_dir": folder, "coordinator_partition": cpart, "group": g}
+                   for g in sorted(loaded.seen_groups))
         for c in loaded.offsets.values():
             g = loaded.groups.get(c.group)
             out.append({"kind": "commit", "coordinator_dir": folder, "coordinator_partition": cpart, "group": c.group,
@@ -176,6 +178,8 @@ def main(argv: Sequence[str], *, spark=None) -> int:
     loaded.undecodable = sum(r["undecodable"] for r in folder_rows)
     loaded.pending_transactional = sum(r["pending"] for r in folder_rows)
     errors = [f"{r['coordinator_dir']}: {r['error']}" for r in rows if r["kind"] == "error"]
+    lag.check_groups(args.group or (), {r["group"] for r in rows if r["kind"] == "group"}, complete=not errors,
+                 warn=lambda m: progress(f"warning: {m}"))        # before anything is written
 
     wanted = {(c.topic, c.partition) for c in loaded.offsets.values()}
     measured = [f for f in folders if _topic_partition(f[1]) in wanted]

@@ -23,14 +23,15 @@ import time
 from typing import Mapping, Optional, Sequence
 
 from kafkalog.properties import parse_properties
-from kafkalog.config import KafkaConfigs
+from kafkalog.config import KafkaConfigs, did_you_mean
 from kafkalog.errors import KafkalogError, UsageError
 from kafkalog.log.lock import held_fences, lock_log_dir
 from kafkalog.log.roll import RollConfig
 from kafkalog.log.writer import check_new_log_dir, write_log_dir_files, WrittenPartition
 
 from udfs import delta_tables
-from udfs.job import (EXIT_OK, add_config_arguments, base_parser, load_job_configs, now_ms, progress, write_report)
+from udfs.job import (EXIT_OK, add_config_arguments, base_parser, check_topic_configs, load_job_configs, now_ms,
+                      progress, write_report)
 from udfs.session import build_session
 
 JOB = "restore"
@@ -182,7 +183,9 @@ def main(argv: Sequence[str], *, spark=None) -> int:
     args = build_parser().parse_args(argv)
     if args.log_dirs:
         raise UsageError("restore writes ONE new log dir: give it as --log-dir DIR (--log-dirs names log dirs to read)")
-    configs = load_job_configs(args)
+    # restore writes a log dir a broker will serve, rolled by these configs: a misspelt key or topic is an
+    # error, as for the jobs that delete or rewrite (udfs.job.REWRITING_JOBS)
+    configs = load_job_configs(args, strict=True)
     if not delta_tables_exists(args.table):
         raise UsageError(f"--table {args.table} is not a Delta table")
     try:
@@ -193,8 +196,15 @@ def main(argv: Sequence[str], *, spark=None) -> int:
     started, run_at = time.monotonic(), now_ms()
     spark = spark or build_session(f"kafkalog-{JOB}", master=args.master)
     df = delta_tables.read_table(spark, args.table, engine=args.delta_engine)
-    if args.topics:
-        df = df.where(df.topic.isin([t for t in args.topics.split(",") if t]))
+    held = {r["topic"] for r in df.select("topic").distinct().collect()}
+    asked = [t for t in (args.topics or "").split(",") if t]
+    unknown = sorted(set(asked) - held)
+    if unknown:
+        raise UsageError(f"--topics: no records of {', '.join(unknown)} in {args.table}"
+                         f"{did_you_mean(unknown[0], held)}", hint=f"topics there: {', '.join(sorted(held)[:20]) or 'none'}")
+    check_topic_configs(args, configs, held, strict=True, held_in=f"the table {args.table}")
+    if asked:
+        df = df.where(df.topic.isin(asked))
     report = dict(job=JOB, run_at_ms=run_at, table=os.path.abspath(args.table), log_dir=os.path.abspath(args.log_dir),
                   dry_run=bool(args.dry_run), compression=args.compression, node_id=node_id)
     if args.dry_run:

@@ -134,6 +134,7 @@ def main(argv: Sequence[str], *, spark=None) -> int:
     if args.execute:
         refuse_uris(log_dirs, "retention --execute")
     topics = topics_option(args.topics)
+    partition_folders_of(log_dirs, topics)     # an unknown --topics name: exit 2 before any lock file is opened
 
     note = "planning only — --execute will refuse it"
     requests = read_offset_json_file(args.delete_records_json) if args.delete_records_json else None

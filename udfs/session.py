@@ -32,8 +32,8 @@ def prepare_environment() -> None:
 
 def build_session(app_name: str, *, master: Optional[str] = None, conf: Optional[Mapping[str, str]] = None):
     """Get or create the SparkSession. ``master``: the argument, else ``SPARK_MASTER``, else what
-    spark-submit was given, else ``local[*]``. The session can read ``format("kafkalog")`` (with Python
-    filter pushdown on: ``udfs.kafkalog_source.register``)."""
+    spark-submit was given, else ``local[*]``. The session can read ``format("kafkalog")``
+    (``udfs.kafkalog_source.register``)."""
     prepare_environment()
     from pyspark.sql import SparkSession
 

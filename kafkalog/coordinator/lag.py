@@ -21,10 +21,12 @@ in the log dirs: the highest end wins (the leader's).
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from kafkalog.coordinator.group import records as gr
+from kafkalog.errors import UsageError
 from kafkalog.format.control_record import COMMIT, CONTROL_TYPE_NAMES
 from kafkalog.topic_partition import TopicPartition
 
@@ -79,6 +81,7 @@ class LoadedOffsets:
     pending_transactional: int = 0
     undecodable: int = 0
     records: int = 0
+    seen_groups: set = field(default_factory=set)    # every group id a record names, chosen or not
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,44 @@ def group_matcher(groups: Sequence[str] = (), patterns: Sequence[str] = ()):
     if not names and not compiled:
         return lambda g: True
     return lambda g: g in names or any(c.fullmatch(g) for c in compiled)
+
+
+def unknown_groups(asked: Sequence[str], seen: Iterable[str]) -> List[str]:
+    """One message per ``--group`` id that no __consumer_offsets record names, with the closest id that
+    one does ("did you mean orders-app?"): a misspelt group would otherwise print an empty report.
+
+    :param asked: the group ids the user typed
+    :param seen: every group id the replayed records name (``LoadedOffsets.seen_groups``)
+    """
+    import difflib
+
+    seen = sorted(set(seen))
+    out = []
+    for group in sorted(set(asked) - set(seen)):
+        close = difflib.get_close_matches(group, seen, n=1, cutoff=0.6)
+        out.append(f"--group {group}: no record of group {group} in __consumer_offsets"
+                   + (f" (did you mean {close[0]}?)" if close else ""))
+    return out
+
+
+def check_groups(asked, seen, *, complete: bool, warn=None) -> None:
+    """A ``--group`` no record names is a UsageError (exit 2) when every coordinator partition was read;
+    when some could not be (the group may be there), a warning line instead.
+
+    :param asked: the ``--group`` ids typed
+    :param seen: the group ids the records name
+    :param complete: whether every __consumer_offsets partition was read
+    :param warn: where a warning goes (default: stderr)
+    """
+    messages = unknown_groups(asked, seen)
+    if not messages:
+        return
+    if complete:
+        raise UsageError("; ".join(messages), hint="give a group id as kafka-consumer-groups.sh --list lists it, or "
+                         "--group-pattern REGEX")
+    for message in messages:
+        (warn or (lambda m: print(f"kafkalog lag: warning: {m}", file=sys.stderr)))(
+            f"{message} among the partitions that could be read")
 
 
 def _newer(old: Optional[Tuple[int, object]], offset: int) -> bool:
@@ -130,6 +171,8 @@ def load_committed_offsets(rows: Iterable[Mapping], *, include_group=lambda g: T
             out.undecodable += 1
             continue
         group = row.get("group")
+        if group is not None:
+            out.seen_groups.add(group)
         if group is None or not include_group(group):
             continue
         rtype, offset = row.get("record_type"), row["offset"]

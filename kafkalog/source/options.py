@@ -25,7 +25,9 @@ Ours (no Kafka counterpart): ``path`` / ``logDirs`` (comma-separated log dirs), 
 and the query's rows are those files — path, topic, partition, rows, offsets — so records never pass
 through the JVM),
 ``maxPartitionBytes`` (bytes of ``.log`` per input partition), ``kafkalog.metricsDir`` (each task writes
-the bytes of ``.log`` it read there, for benchmarks), ``kafkalog.pushdown`` (false: prune nothing).
+the bytes of ``.log`` it read there, for benchmarks), ``kafkalog.pushdown`` (only ``false`` is accepted: a
+query's filters never prune — see ``udfs.kafkalog_source`` for why — and ``true`` is refused rather than
+ignored).
 """
 from __future__ import annotations
 
@@ -98,7 +100,6 @@ class SourceOptions:
     isolation: str = READ_UNCOMMITTED
     max_partition_bytes: int = DEFAULT_MAX_PARTITION_BYTES
     metrics_dir: Optional[str] = None
-    pushdown: bool = True                            # use pushed-down filters to prune (Spark re-applies them)
     streaming: bool = False                          # parsed for spark.readStream (see parse_source_options)
     max_offsets_per_trigger: Optional[int] = None    # streaming: records per micro-batch, over all partitions
     include_control_records: bool = False            # ours: control batches' records as rows (isControl=true)
@@ -301,6 +302,11 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool = False)
     if isolation not in (READ_UNCOMMITTED, READ_COMMITTED):
         raise _bad("kafka.isolation.level", isolation, "must be read_uncommitted or read_committed")
     metrics_dir = opts.get("kafkalog.metricsdir")
+    if _bool(opts, "kafkalog.pushdown", False):
+        raise _bad("kafkalog.pushdown", opts["kafkalog.pushdown"],
+                   "pruning by a query's filters is off for good: PySpark 4.2 reuses a DataFrame's planned read "
+                   "for its later queries, so a read pruned for one query would answer the next; narrow the "
+                   "read with assign, startingOffsets/endingOffsets or startingTimestamp/endingTimestamp")
     return SourceOptions(
         log_dirs=tuple(dirs), subscribe=subscribe, subscribe_pattern=pattern, assign=assign,
         starting=_offsets_spec(opts, "starting", streaming=streaming), ending=_offsets_spec(opts, "ending"),
@@ -312,7 +318,6 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool = False)
         isolation=isolation,
         max_partition_bytes=_int(opts, "maxPartitionBytes", minimum=MIN_MAX_PARTITION_BYTES) or DEFAULT_MAX_PARTITION_BYTES,
         metrics_dir=str(metrics_dir) if metrics_dir else None,
-        pushdown=_bool(opts, "kafkalog.pushdown", True),
         streaming=streaming,
         max_offsets_per_trigger=_int(opts, "maxOffsetsPerTrigger", minimum=1),
         include_control_records=_bool(opts, "includeControlRecords", False),

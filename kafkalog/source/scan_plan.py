@@ -20,6 +20,11 @@ The rules, for one Kafka partition:
   as ListOffsets does. Timestamps in a log are not ordered, so an upper bound prunes nothing (any later
   batch may hold an older record), and a segment whose largest timestamp is only its file's mtime is
   never dropped. Spark re-applies every predicate, so rows are the same with pushdown on or off.
+  The Spark data source passes no bounds (``Bounds()``): PySpark 4.2 keeps a DataFrame's planned read on
+  an object all its queries share, so a read narrowed for one query's filters would answer the next (see
+  ``udfs.kafkalog_source``). Spark's own source after 4.2 keeps that read per scan
+  (``PythonScanBuilder.scala``); until kafkalog runs on such a PySpark, only callers that plan for one
+  query and throw the plan away may pass bounds.
 * **Byte ranges**: reading starts at the offset-index position at or before the first offset wanted and
   ends at an offset-index position past the last one (batch boundaries; at most one index interval
   over), so a narrow range reads a few KiB per side, not whole segments.
@@ -426,6 +431,35 @@ def check_listing(options: SourceOptions, chosen: Sequence[TopicPartition]) -> N
         check_partitions_listed(name, spec, chosen)
 
 
+def check_subscribed_topics(options: SourceOptions, found: set, all_topics) -> None:
+    """A batch read's ``subscribe`` naming a topic the log dirs do not hold is an error naming the closest
+    topic there. Spark's Kafka source reads such a topic as empty (a broker may create it later); a log
+    dir is what it is, so a typo would be a silently empty answer. A stream keeps Spark's behaviour: the
+    topic's partitions are read when they appear.
+
+    :param options: the parsed options
+    :param found: the topics of the partitions the read chose
+    :param all_topics: a function giving every topic of the log dirs (only called on a miss)
+    """
+    if options.subscribe is None or options.streaming:
+        return
+    missing = sorted(set(options.subscribe) - found)
+    if not missing:
+        return
+    import difflib
+
+    held = sorted(all_topics())
+    guesses = [difflib.get_close_matches(t, held, n=1, cutoff=0.6) for t in missing]
+    hints = "".join(f" (did you mean {g[0]}?)" if g else "" for g in guesses[:1])
+    raise SourceOptionError(f"option subscribe: no partition of {', '.join(missing)} in the log dirs "
+                            f"{', '.join(options.log_dirs)}{hints}; topics there: {', '.join(held[:20]) or 'none'}")
+
+
+def _all_topics(options: SourceOptions) -> set:
+    return {pdir.topic for log_dir in scan_log_dirs(options.log_dirs) for pdir in log_dir.partitions
+            if pdir.kind == LIVE}
+
+
 def _by_timestamp(facts: PartitionFacts, log: "lookup.PartitionLog", ts: int, *, starting: bool,
                   strategy: str, option: str) -> int:
     """ListOffsets for a time: the first offset whose record timestamp >= ts. Not found: the ending
@@ -548,6 +582,7 @@ def plan_scan(options: SourceOptions, bounds: Bounds, *, parallelism: int) -> Li
     that only the log dirs can reveal (a partition not found, data loss)."""
     listed = list_partitions(options)
     check_listing(options, [(p.topic, p.partition) for _, p in listed])
+    check_subscribed_topics(options, {p.topic for _, p in listed}, lambda: _all_topics(options))
     if bounds.empty:
         return []
     cache: Dict[str, object] = {}

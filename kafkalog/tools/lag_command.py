@@ -8,7 +8,7 @@ import time
 from typing import List
 
 from kafkalog.errors import UsageError
-from kafkalog.coordinator.lag import DEFAULT_OFFSETS_RETENTION_MS
+from kafkalog.coordinator.lag import DEFAULT_OFFSETS_RETENTION_MS, check_groups
 from kafkalog.coordinator.log_dirs import CONSUMER_OFFSETS_TOPIC, consumer_lag, live_partitions
 
 HEADER = ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "STATUS", "NOTE")
@@ -34,6 +34,7 @@ def run(args) -> int:
     now_ms = args.now_ms if args.now_ms is not None else int(time.time() * 1000)
     report = consumer_lag(args.log_dirs, groups=args.group or (), patterns=args.group_pattern or (),
                           now_ms=now_ms, retention_ms=args.offsets_retention_ms)
+    check_groups(args.group or (), report.loaded.seen_groups, complete=not report.errors)
     if args.json:
         for row in report.rows:
             print(json.dumps(row))

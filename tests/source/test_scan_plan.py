@@ -192,3 +192,14 @@ def test_json_offsets_must_name_every_partition(logs):
     with pytest.raises(SourceOptionError, match="payments-1"):
         plan_scan(opts, Bounds(), parallelism=2)
     assert np.all([True])
+
+
+def test_a_batch_subscribe_to_a_topic_the_log_dirs_do_not_hold_is_an_error(logs):
+    """Spark's Kafka source reads it as empty (a broker may create it); from log dirs it is a typo."""
+    log_dir, _ = logs
+    opts = parse_source_options({"path": str(log_dir), "subscribe": "payments,ordrs"})
+    with pytest.raises(SourceOptionError, match=r"option subscribe: no partition of ordrs in the log dirs .* "
+                                                r"\(did you mean orders\?\); topics there: orders, payments, xorders"):
+        plan_scan(opts, Bounds(), parallelism=2)
+    stream = parse_source_options({"path": str(log_dir), "subscribe": "payments,ordrs"}, streaming=True)
+    plan_scan(stream, Bounds(), parallelism=2)        # no error: a stream reads it when it appears

@@ -245,6 +245,25 @@ def test_restore_refuses_a_non_empty_log_dir(tmp_path, exported):
     assert sorted(p.name for p in (tmp_path / "r").iterdir()) == ["meta.properties"]
 
 
+@pytest.mark.parametrize("args,message", [
+    (["--topic-config", "paymnts:segment.bytes=1000"],
+     "--topic-config paymnts:segment.bytes=1000: no partition of topic paymnts in the table"),
+    (["--topic-config", "paymnts:segment.bytes=1000", "--dry-run"], "(did you mean payments?)"),
+    (["--topics", "ordrs"], "--topics: no records of ordrs in"),
+    (["--topics", "ordrs", "--dry-run"], "(did you mean orders?)"),
+])
+def test_restore_refuses_names_the_table_does_not_hold(spark, exported, tmp_path, capsys, args, message):
+    """A misspelt topic would restore with the default segment size, or restore nothing of it: exit 2,
+    nothing written."""
+    root = exported[0]
+    from udfs.job import run
+    rc = run("restore", lambda argv: restore_job.main(argv, spark=spark),
+             ["--table", str(root / "table"), "--log-dir", str(tmp_path / "r"), *args])
+    err = capsys.readouterr().err
+    assert rc == 2 and message in err, err
+    assert not (tmp_path / "r").exists()
+
+
 def test_restore_a_filtered_data_source_frame(spark, tmp_path):
     logs = tmp_path / "logs"
     parts = standard_log_dir(logs)

@@ -1,18 +1,16 @@
 """spark.read.format("kafkalog") against kafka-python's reading of the same log dirs: the full read, every
-option of Spark's Kafka source, pushdown on vs off (hypothesis), named errors, the real fixtures."""
+option of Spark's Kafka source, named errors, the real fixtures (a DataFrame reused across queries:
+test_kafkalog_source_reuse.py)."""
 from __future__ import annotations
 
 import datetime as dt
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("pyspark", reason="the Spark extra is not installed (pip install -e .[spark])")
 from chispa import assert_df_equality  # noqa: E402
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
 
 import kafkalog  # noqa: E402
 from kafkalog.lookup.partition_log import PartitionLog  # noqa: E402
@@ -274,76 +272,6 @@ def test_options_the_log_dirs_refute_fail_at_planning(spark, logs, options, mess
 def test_no_log_dir(spark):
     with pytest.raises(Exception, match="no log dir given"):
         spark.read.format("kafkalog").load()
-
-
-# --- pushdown -----------------------------------------------------------------------------------------
-
-def test_pushdown_prunes_and_seeks(spark, logs, tmp_path):
-    """offset and timestamp bounds read a few index intervals, not the partition."""
-    log_dir, parts = logs
-    partition_bytes = sum(p.stat().st_size for p in (log_dir / "orders-0").glob("*.log"))
-    ts = timestamps(parts, ("orders", 0))
-    cases = {
-        "offset": "topic = 'orders' AND partition = 0 AND offset BETWEEN 31 AND 33",
-        "timestamp": f"topic = 'orders' AND partition = 0 AND timestamp >= timestamp_millis({int(ts.max()) - 20})",
-    }
-    for name, where in cases.items():
-        metrics = tmp_path / name
-        df = _read(spark, log_dir, **{"kafkalog.metricsDir": str(metrics)}).where(where)
-        on = sorted(df.collect(), key=lambda r: r["offset"])       # no orderBy: its sampling job scans too
-        read = sum(json.loads(f.read_text())["bytes_read"] for f in metrics.glob("*.json"))
-        assert 0 < read < partition_bytes / 3, (name, read, partition_bytes)
-        shutil.rmtree(metrics)
-        off = sorted(_read(spark, log_dir, **{"kafkalog.pushdown": "false"}).where(where).collect(),
-                     key=lambda r: r["offset"])
-        assert on == off and on
-
-
-def _predicate(draw_col, op, value):
-    if draw_col == "timestamp":
-        value = f"timestamp_millis({value})"
-    elif draw_col == "topic":
-        value = f"'{value}'"
-    return f"{draw_col} {op} {value}"
-
-
-@st.composite
-def predicates(draw):
-    parts = []
-    for _ in range(draw(st.integers(1, 4))):
-        col = draw(st.sampled_from(["topic", "partition", "offset", "timestamp"]))
-        if col == "topic":
-            v = draw(st.sampled_from(["orders", "payments", "xorders", "nope"]))
-            parts.append(_predicate(col, draw(st.sampled_from(["=", "<>", ">="])), v))
-        elif col == "partition":
-            op = draw(st.sampled_from(["=", "<", "<=", ">", ">=", "IN"]))
-            parts.append(f"partition IN (0, {draw(st.integers(0, 3))})" if op == "IN"
-                         else _predicate(col, op, draw(st.integers(-1, 3))))
-        elif col == "offset":
-            op = draw(st.sampled_from(["=", "<", "<=", ">", ">=", "BETWEEN", "IN"]))
-            a, b = draw(st.integers(-1, 61)), draw(st.integers(-1, 61))
-            parts.append(f"offset BETWEEN {a} AND {b}" if op == "BETWEEN" else
-                         f"offset IN ({a}, {b})" if op == "IN" else _predicate(col, op, a))
-        else:
-            op = draw(st.sampled_from(["<", "<=", ">", ">=", "=", "BETWEEN"]))
-            a = 1_700_000_000_000 + draw(st.integers(-50, 650))
-            b = a + draw(st.integers(0, 300))
-            parts.append(f"timestamp BETWEEN timestamp_millis({a}) AND timestamp_millis({b})" if op == "BETWEEN"
-                         else _predicate(col, op, a))
-    joiner = draw(st.sampled_from([" AND ", " AND ", " OR "]))
-    return joiner.join(f"({p})" for p in parts)
-
-
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(where=predicates())
-def test_pushdown_on_and_off_give_the_same_rows(spark, logs, where):
-    """Spark re-applies every filter; pruning must never drop a row the filter keeps."""
-    log_dir, _ = logs
-
-    def rows(pushdown: str):
-        return _read(spark, log_dir, includeHeaders="true", **{"kafkalog.pushdown": pushdown}).where(where)
-
-    assert_df_equality(rows("true").orderBy(*ORDER), rows("false").orderBy(*ORDER))
 
 
 # --- real fixtures ----------------------------------------------------------------------------------------
