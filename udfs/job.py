@@ -21,7 +21,7 @@ from typing import Callable, NamedTuple, Optional, Sequence
 
 from kafkalog.log.durable import AS_CREATED, ownership_problem, replace_file
 from kafkalog.config import TOPIC_NOT_HELD_HINT, KafkaConfigs, load_configs, topics_not_held
-from kafkalog.errors import ConfigError, KafkalogError, LogDirLockedError, UsageError
+from kafkalog.errors import ConfigError, KafkalogError, UsageError
 from kafkalog.log import filesystem
 from kafkalog.log.lock import holder_and_hint, is_locked, lock_log_dir
 from kafkalog.lookup.time_spec import parse_epoch_ms
