@@ -270,7 +270,7 @@ def _clean_group(plan: PartitionPlan, sources: List[SegmentHandle], offset_map: 
                     can_discard = tracker.on_data_batch(h.producer_id, h.last_offset, h.is_transactional)
                 fb = filter_batch(batch, can_discard_batch=can_discard,
                                   is_last_of_active_producer=is_batch_last_record_of_producer(h, plan.active_producers),
-                                  upper_bound_offset=plan.upper_bound_offset, offset_map=offset_map,
+                                  high_watermark=plan.high_watermark, offset_map=offset_map,
                                   now_ms=plan.now_ms, delete_retention_ms=cfg.delete_retention_ms,
                                   record_decisions=want_reasons)
                 _record_audit(result, fb, record_decisions)
@@ -303,7 +303,7 @@ def _clean_segment_fast(plan: PartitionPlan, seg: SegmentHandle, chunks, tracker
             win = next(windows)
             pending = fast_filter.filter_window(
                 win, tracker=tracker, active=plan.active_producers,
-                upper_bound_offset=plan.upper_bound_offset, offset_map=offset_map, now_ms=plan.now_ms,
+                high_watermark=plan.high_watermark, offset_map=offset_map, now_ms=plan.now_ms,
                 delete_retention_ms=cfg.delete_retention_ms, counts=out.counts, record_decisions=record_decisions,
                 asked=asked, max_batch_bytes=max_bytes, ordinal_base=ordinal)
             ordinal += int(win.record_start[-1])
@@ -325,7 +325,7 @@ def _recopy_compiled(plan: PartitionPlan, seg: SegmentHandle, chunks, tracker: C
                      offset_map: KeyVerdicts, out: GroupOutput, ordinal: int) -> None:
     """The chunk loop over ``filter_to``'s windows: what each chunk's batches wrote, one write each."""
     windows = filter_to.filtered_windows(
-        seg, tracker=tracker, active=plan.active_producers, upper_bound_offset=plan.upper_bound_offset,
+        seg, tracker=tracker, active=plan.active_producers, high_watermark=plan.high_watermark,
         offset_map=offset_map, now_ms=plan.now_ms, delete_retention_ms=plan.config.delete_retention_ms,
         counts=out.counts, max_batch_bytes=max_batch_bytes(plan.config), ordinal=ordinal)
     win = None
