@@ -173,15 +173,17 @@ def aborted_txns(batches: List[B]) -> List[Aborted]:
 
 
 def reference_round(segments: List[List[B]], *, first_dirty: int, now: int, delete_retention_ms: int,
-                    active_last_data: Dict[int, int], active_no_data: Optional[Dict[int, int]] = None
-                    ) -> Tuple[List[List[B]], int]:
+                    active_last_data: Dict[int, int], active_no_data: Optional[Dict[int, int]] = None,
+                    high_watermark: Optional[int] = None) -> Tuple[List[List[B]], int]:
     """(segments after one round, new checkpoint). All recopied segments form one group (tests use
     a large segment.bytes); the upper bound is the active segment's base unless a transaction is
     open; ``active_last_data`` maps each active producer to its last data offset, ``active_no_data``
     each active producer WITHOUT a data offset to its epoch (its control batches of that epoch are
-    kept: ``isBatchLastRecordOfProducer``)."""
+    kept: ``isBatchLastRecordOfProducer``); ``high_watermark`` (default: the log end offset, as
+    ``write_partition`` writes it): an emptied batch ending right below it is kept (KAFKA-20452)."""
     active_no_data = active_no_data or {}
     batches = flatten(segments)
+    hw = high_watermark if high_watermark is not None else max((b.last + 1 for b in batches), default=0)
     bases = [s[0].base for s in segments if s]
     open_first = {}
     for b in batches:
@@ -231,7 +233,7 @@ def reference_round(segments: List[List[B]], *, first_dirty: int, now: int, dele
             can_discard = discard = is_aborted(b)
         retain_empty = ((b.pid >= 0 and active_last_data.get(b.pid) == b.last and not b.control)
                         or (b.control and b.pid >= 0 and active_no_data.get(b.pid, -2) == b.epoch)
-                        or b.last + 1 == upper)
+                        or b.last + 1 == hw)
         if discard and not retain_empty:
             continue
         kept = []

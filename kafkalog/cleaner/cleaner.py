@@ -19,7 +19,9 @@ Round, with ``now_ms`` explicit for every time-based rule:
             per source segment the aborted transactions of [its base, next base or its next
             offset) are added to it; batches are
             filtered (record_filter) in read chunks of log.cleaner.io.buffer.size / threads / 2
-            bytes (grown for an oversized batch); one index append per chunk that produced output.
+            bytes (grown for an oversized batch); each chunk's output appended at once, its index
+            entries per batch (Kafka 4.4's ``LogSegment.append``: (lastOffset, position) once
+            more than index.interval.bytes were appended since the last entry).
 4. swap   — per group, in this order (each step fsynced; ``on_step`` is called after each):
               a. write ``<base>.log.cleaned`` (+ ``.index``/``.timeindex`` trimmed with the final
                  time entry, ``.txnindex`` if any entry), mtime of .log/.index/.timeindex = the
@@ -47,6 +49,7 @@ checkpoint is never rewritten in dry-run mode (a broker rewrites an out-of-range
 from __future__ import annotations
 
 import os
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Collection, Dict, Iterable, List, Optional, Sequence, Tuple, Union
@@ -67,6 +70,7 @@ from kafkalog.cleaner.swap import STEP_CHECKPOINT, StepHook, report_step, swap_i
 from kafkalog.cleaner.transaction_metadata import CleanedTransactionMetadata
 from kafkalog.config import BrokerConfig, KafkaConfigs, LogConfig
 from kafkalog.errors import FenceLostError, KafkalogError
+from kafkalog.format import record_batch as rb
 from kafkalog.format.record_batch import crc32c_update
 from kafkalog.index.builder import IndexAppender
 from kafkalog.log import durable
@@ -150,6 +154,9 @@ def read_chunks(positions: Sequence[int], sizes: Sequence[int], *, buffer_size: 
 
 # --- one group -------------------------------------------------------------------------------
 
+_BATCH_PREFIX = struct.Struct(">qi")     # baseOffset, batchLength
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
 WRITEBACK_BYTES = 8 << 20      # the sink starts the disk write of every this many bytes written
 
 
@@ -202,12 +209,9 @@ class _Sink:
 
 @dataclass
 class _Chunk:
-    """What one read chunk has written so far: the cleaner appends one index entry per chunk (its
-    largest offset, largest timestamp and that timestamp's offset) when the chunk wrote anything."""
+    """One read chunk of a source segment: the cleaner appends what the chunk kept in one
+    ``LogSegment.append``, whose index bookkeeping is per batch since Kafka 3.7 (see ``GroupOutput``)."""
     start: int
-    max_offset: int = -1
-    max_ts: int = -1
-    max_ts_offset: int = -1
 
 
 @dataclass
@@ -223,18 +227,31 @@ class GroupOutput:
         return _Chunk(self.sink.size)
 
     def write(self, chunk: _Chunk, output, max_offset: int, max_timestamp: int, offset_of_max_timestamp: int) -> None:
-        """One filtered batch's bytes (nothing when it kept no records)."""
-        if output:
-            self.sink.write(output)
-            chunk.max_offset = max(chunk.max_offset, max_offset)
-            if max_timestamp > chunk.max_ts:
-                chunk.max_ts, chunk.max_ts_offset = max_timestamp, offset_of_max_timestamp
+        """The bytes one or more filtered batches wrote (nothing when they kept no records), indexed
+        batch by batch as Kafka 4.4's ``LogSegment.append`` does for the chunk that holds them: per
+        batch, the running max timestamp takes (its maxTimestamp, its lastOffset) when larger; then,
+        if more than index.interval.bytes were appended since the last entry, an offset entry
+        (its lastOffset, its position) and a time entry (the running max) — checked by the real
+        broker on the same bytes (tests/broker/test_compaction_parity.py). ``max_offset``,
+        ``max_timestamp`` and ``offset_of_max_timestamp`` describe the whole write (kept for the
+        callers; the headers in ``output`` are what is indexed)."""
+        if not output:
+            return
+        position = self.sink.size
+        self.sink.write(output)
+        view = memoryview(output)
+        at, n = 0, len(view)
+        while at < n:
+            base_offset, length = _BATCH_PREFIX.unpack_from(view, at)
+            size = length + rb.LOG_OVERHEAD
+            last_offset = base_offset + _I32.unpack_from(view, at + rb.LAST_OFFSET_DELTA_OFFSET)[0]
+            batch_max_ts = _I64.unpack_from(view, at + rb.MAX_TIMESTAMP_OFFSET)[0]
+            self.appender.append(position=position + at, size=size, largest_offset=last_offset,
+                                 largest_timestamp=batch_max_ts, offset_of_max_timestamp=last_offset)
+            at += size
 
     def end_chunk(self, chunk: _Chunk) -> None:
-        if self.sink.size > chunk.start:
-            self.appender.append(position=chunk.start, size=self.sink.size - chunk.start,
-                                 largest_offset=chunk.max_offset, largest_timestamp=chunk.max_ts,
-                                 offset_of_max_timestamp=chunk.max_ts_offset)
+        """Nothing left to do: ``write`` indexed each batch as it came."""
 
 
 def _clean_group(plan: PartitionPlan, sources: List[SegmentHandle], offset_map: OffsetMap,
@@ -271,7 +288,7 @@ def _clean_group(plan: PartitionPlan, sources: List[SegmentHandle], offset_map: 
                     can_discard = tracker.on_data_batch(h.producer_id, h.last_offset, h.is_transactional)
                 fb = filter_batch(batch, can_discard_batch=can_discard,
                                   is_last_of_active_producer=is_batch_last_record_of_producer(h, plan.active_producers),
-                                  upper_bound_offset=plan.upper_bound_offset, offset_map=offset_map,
+                                  high_watermark=plan.high_watermark, offset_map=offset_map,
                                   now_ms=plan.now_ms, delete_retention_ms=cfg.delete_retention_ms,
                                   record_decisions=want_reasons)
                 _record_audit(result, fb, record_decisions)
@@ -304,7 +321,7 @@ def _clean_segment_fast(plan: PartitionPlan, seg: SegmentHandle, chunks, tracker
             win = next(windows)
             pending = fast_filter.filter_window(
                 win, tracker=tracker, active=plan.active_producers,
-                upper_bound_offset=plan.upper_bound_offset, offset_map=offset_map, now_ms=plan.now_ms,
+                high_watermark=plan.high_watermark, offset_map=offset_map, now_ms=plan.now_ms,
                 delete_retention_ms=cfg.delete_retention_ms, counts=out.counts, record_decisions=record_decisions,
                 asked=asked, max_batch_bytes=max_bytes, ordinal_base=ordinal)
             ordinal += int(win.record_start[-1])
@@ -326,7 +343,7 @@ def _recopy_compiled(plan: PartitionPlan, seg: SegmentHandle, chunks, tracker: C
                      offset_map: KeyVerdicts, out: GroupOutput, ordinal: int) -> None:
     """The chunk loop over ``filter_to``'s windows: what each chunk's batches wrote, one write each."""
     windows = filter_to.filtered_windows(
-        seg, tracker=tracker, active=plan.active_producers, upper_bound_offset=plan.upper_bound_offset,
+        seg, tracker=tracker, active=plan.active_producers, high_watermark=plan.high_watermark,
         offset_map=offset_map, now_ms=plan.now_ms, delete_retention_ms=plan.config.delete_retention_ms,
         counts=out.counts, max_batch_bytes=max_batch_bytes(plan.config), ordinal=ordinal)
     win = None

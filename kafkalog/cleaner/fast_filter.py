@@ -124,7 +124,7 @@ def _rewrite(win: SourceWindow, b: int, kept: np.ndarray, kept_ts: np.ndarray, h
 
 
 def filter_window(win: SourceWindow, *, tracker: CleanedTransactionMetadata, active: Mapping[int, LastRecord],
-                  upper_bound_offset: int, offset_map: OffsetMap, now_ms: int, delete_retention_ms: int,
+                  high_watermark: int, offset_map: OffsetMap, now_ms: int, delete_retention_ms: int,
                   counts: FilterCounts, record_decisions: Union[bool, Collection[int]],
                   asked: Optional[np.ndarray], max_batch_bytes: int, ordinal_base: int = 0) -> List[BatchOutput]:
     """``filter_batch`` for every batch of the window, in order (tracker calls included); adds the
@@ -140,7 +140,7 @@ def filter_window(win: SourceWindow, *, tracker: CleanedTransactionMetadata, act
     control = np.empty(nb, dtype=np.bool_)
     horizon_passed = np.zeros(nb, dtype=np.bool_)
     for b, h in enumerate(headers):
-        if not h.attributes & _TXN_OR_CONTROL and h.last_offset + 1 != upper_bound_offset and (
+        if not h.attributes & _TXN_OR_CONTROL and h.last_offset + 1 != high_watermark and (
                 h.producer_id == rb.NO_PRODUCER_ID or h.producer_id not in active):
             # a plain data batch: the tracker has nothing to do (what it consumes up to this offset,
             # its next transactional or control batch consumes first) and the verdict is constant
@@ -156,7 +156,7 @@ def filter_window(win: SourceWindow, *, tracker: CleanedTransactionMetadata, act
             can_discard = tracker.on_data_batch(h.producer_id, h.last_offset, h.is_transactional)
         d = check_batch_retention(h, can_discard_batch=can_discard,
                                   is_last_of_active_producer=is_batch_last_record_of_producer(h, active),
-                                  upper_bound_offset=upper_bound_offset, now_ms=now_ms)
+                                  high_watermark=high_watermark, now_ms=now_ms)
         decisions.append(d)
         control[b] = h.is_control
         if d.retention is BatchRetention.DELETE or d.discard_records:

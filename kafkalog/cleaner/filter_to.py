@@ -7,7 +7,7 @@ rebuilt with the kept records from the positions the walk noted (``records_encod
 one buffer, with no Python per batch and no Arrow.
 
 A plain batch is a data batch outside any transaction, not an active producer's last, not the
-last before the upper bound: its verdict is the constant ``record_filter.DELETE_IF_EMPTY`` and the
+last before the high watermark: its verdict is the constant ``record_filter.DELETE_IF_EMPTY`` and the
 transaction tracker has nothing to do with it (``fast_filter.filter_window`` says why). Windows of
 plain batches end before the next other batch; from another batch on, and for a window the
 kernel hands back (a batch it cannot write exactly as the reference writer does: codecs without a
@@ -317,10 +317,10 @@ def available(offset_map) -> bool:
     return isinstance(offset_map, KeyVerdicts) and ff.USE_ACCEL_WRITER and native_functions().crc32c_update != 0
 
 
-def plain_batches(h, upper_bound_offset: int, active_ids: np.ndarray) -> np.ndarray:
+def plain_batches(h, high_watermark: int, active_ids: np.ndarray) -> np.ndarray:
     """Per batch of ``h``: True for a plain batch (see the module docstring)."""
     pids = h.producerId
-    return (((h.attributes & _TXN_OR_CONTROL) == 0) & (h.lastOffset + 1 != upper_bound_offset)
+    return (((h.attributes & _TXN_OR_CONTROL) == 0) & (h.lastOffset + 1 != high_watermark)
             & ((pids == rb.NO_PRODUCER_ID) | ~np.isin(pids, active_ids)))
 
 
@@ -370,7 +370,7 @@ def _run(buf, dbuf, b_src, b_start, b_end, h, offset_map: KeyVerdicts, now_ms: i
     return WindowOutput(first, out[:by[C_BYTES_WRITTEN]], *o)      # valid until the next window
 
 
-def filtered_windows(seg: SegmentHandle, *, tracker, active: Mapping[int, LastRecord], upper_bound_offset: int,
+def filtered_windows(seg: SegmentHandle, *, tracker, active: Mapping[int, LastRecord], high_watermark: int,
                      offset_map: KeyVerdicts, now_ms: int, delete_retention_ms: int, counts: FilterCounts,
                      max_batch_bytes: int, ordinal: int) -> Iterator[WindowOutput]:
     """Every batch of ``seg`` filtered, in file order, a window at a time. ``ordinal``: the segment's
@@ -383,7 +383,7 @@ def filtered_windows(seg: SegmentHandle, *, tracker, active: Mapping[int, LastRe
     codecs = _Codecs()
     cache = offset_map.windows
     decompressed = thread_output_buffer("cleaner recopy, decompressed")
-    plain = plain_batches(h.head(stop), upper_bound_offset, active_ids)
+    plain = plain_batches(h.head(stop), high_watermark, active_ids)
     others = np.flatnonzero(~plain)
     with MappedFile(seg.log_path) as f:
         buf = f.array
@@ -408,7 +408,7 @@ def filtered_windows(seg: SegmentHandle, *, tracker, active: Mapping[int, LastRe
                 win = next(windows)
                 windows.close()
                 result = WindowOutput.of_batches(i, ff.filter_window(
-                    win, tracker=tracker, active=active, upper_bound_offset=upper_bound_offset,
+                    win, tracker=tracker, active=active, high_watermark=high_watermark,
                     offset_map=offset_map, now_ms=now_ms, delete_retention_ms=delete_retention_ms, counts=counts,
                     record_decisions=False, asked=None, max_batch_bytes=max_batch_bytes, ordinal_base=ordinal))
                 consumed = len(win.headers)

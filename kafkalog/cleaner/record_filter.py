@@ -9,7 +9,9 @@ Per batch (after the transaction tracker classified it as ``can_discard``):
     RETAIN_EMPTY   batch has a producer id and is the last batch of an active producer
                    (lastDataOffset == batch.lastOffset, or no data offset and a control batch of
                    the producer's current epoch)
-    RETAIN_EMPTY   batch.nextOffset == the round's upper bound
+    RETAIN_EMPTY   batch.nextOffset == the partition's high watermark (Kafka 4.4, KAFKA-20452:
+                   ``Cleaner.cleanInto`` passes the HW; 3.9-4.3 passed the round's upper bound,
+                   KAFKA-17076, which also kept an emptied batch right below an uncleanable segment)
     DELETE         discardRecords (dropped without looking at its records)
     DELETE_EMPTY   dropped only if no record survives
 
@@ -129,7 +131,7 @@ class FilteredBatch:
 
 
 # The verdict of every data batch outside a transaction that is not an active producer's last nor
-# the last before the upper bound: the common case, which the fast filter takes without the call.
+# the last before the high watermark: the common case, which the fast filter takes without the call.
 DELETE_IF_EMPTY = BatchDecision(BatchRetention.DELETE_EMPTY, False, False, "dropped only if no record survives")
 
 
@@ -143,7 +145,7 @@ def is_batch_last_record_of_producer(header: rb.BatchHeader, active: Mapping[int
 
 
 def check_batch_retention(header: rb.BatchHeader, *, can_discard_batch: bool, is_last_of_active_producer: bool,
-                          upper_bound_offset: int, now_ms: int) -> BatchDecision:
+                          high_watermark: int, now_ms: int) -> BatchDecision:
     """§7.6 for one batch already classified by the transaction tracker."""
     horizon = header.delete_horizon_ms
     if header.is_control:
@@ -154,9 +156,9 @@ def check_batch_retention(header: rb.BatchHeader, *, can_discard_batch: bool, is
     if header.producer_id != rb.NO_PRODUCER_ID and is_last_of_active_producer:
         return BatchDecision(BatchRetention.RETAIN_EMPTY, discard, marker_for_empty_txn,
                              f"last batch of active producer {header.producer_id}: kept, empty if no record survives")
-    if header.last_offset + 1 == upper_bound_offset:
+    if header.last_offset + 1 == high_watermark:
         return BatchDecision(BatchRetention.RETAIN_EMPTY, discard, marker_for_empty_txn,
-                             f"last batch before the round's upper bound {upper_bound_offset}: kept, empty if "
+                             f"last batch before the high watermark {high_watermark}: kept, empty if "
                              "no record survives")
     if discard:
         why = ("transaction marker past its delete horizon" if header.is_control
@@ -187,13 +189,13 @@ def record_decision(header: rb.BatchHeader, offset: int, key: Optional[bytes], v
 
 
 def filter_batch(batch: SourceBatch, *, can_discard_batch: bool, is_last_of_active_producer: bool,
-                 upper_bound_offset: int, offset_map: OffsetMap, now_ms: int, delete_retention_ms: int,
+                 high_watermark: int, offset_map: OffsetMap, now_ms: int, delete_retention_ms: int,
                  record_decisions: bool = True) -> FilteredBatch:
     """Filter one v2 batch (§7.6-7.8)."""
     h = batch.header
     decision = check_batch_retention(h, can_discard_batch=can_discard_batch,
                                      is_last_of_active_producer=is_last_of_active_producer,
-                                     upper_bound_offset=upper_bound_offset, now_ms=now_ms)
+                                     high_watermark=high_watermark, now_ms=now_ms)
     c = FilterCounts(batches_read=1, records_read=len(batch.records), bytes_read=batch.size)
     reasons: List[Tuple[int, RecordReason]] = []
     kept = []

@@ -456,8 +456,8 @@ def _write_checkpoint(path: Path, entries: Mapping[tuple, int]) -> None:
 CLEANED_RE = re.compile(r"cleaned log (?P<tp>\S+) \(dirty section = \[(?P<start>\d+), (?P<end>\d+)\]\)")
 STATS_RE = re.compile(
     r"(?P<processed>[\d.]+) MB of log processed in (?P<seconds>[\d.]+) seconds \((?P<mbps>[\d.]+) MB/sec\)\.\s*"
-    r".*?Start size: (?P<start_mb>[\d.]+) MB \((?P<start_messages>\d+) messages\)\s*"
-    r".*?End size: (?P<end_mb>[\d.]+) MB \((?P<end_messages>\d+) messages\)", re.S)
+    r".*?Start size: (?P<start_mb>[\d.]+) MB \((?P<start_messages>[\d,]+) messages\)\s*"
+    r".*?End size: (?P<end_mb>[\d.]+) MB \((?P<end_messages>[\d,]+) messages\)", re.S)
 
 
 @dataclass(frozen=True)
@@ -477,10 +477,15 @@ def cleaner_rounds(cleaner_log: str) -> List[tuple]:
     return [(m["tp"], int(m["start"]), int(m["end"])) for m in CLEANED_RE.finditer(cleaner_log)]
 
 
+def _count(text: str) -> int:
+    """A count as ``recordStats`` prints it: Java's ``%,d`` (``749,950``)."""
+    return int(text.replace(",", ""))
+
+
 def cleaner_stats(cleaner_log: str) -> List[CleanerStats]:
     """Every statistics block of the cleaner's log, oldest first."""
     return [CleanerStats(float(m["processed"]), float(m["seconds"]), float(m["mbps"]), float(m["start_mb"]),
-                         int(m["start_messages"]), float(m["end_mb"]), int(m["end_messages"]))
+                         _count(m["start_messages"]), float(m["end_mb"]), _count(m["end_messages"]))
             for m in STATS_RE.finditer(cleaner_log)]
 
 

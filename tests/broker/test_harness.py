@@ -50,13 +50,13 @@ def test_cleaner_log_is_parsed():
 	Indexed 0.0 MB in 0.1 seconds (0.0 Mb/sec, 77.6% of total time)
 	Buffer utilization: 0.0%
 	Cleaned 0.0 MB in 0.0 seconds (0.0 Mb/sec, 22.4% of total time)
-	Start size: 1.5 MB (20 messages)
+	Start size: 1.5 MB (20,000 messages)
 	End size: 0.5 MB (5 messages)
 	75.0% size reduction (75.0% fewer messages)
  (org.apache.kafka.storage.internals.log.LogCleaner)"""
     assert cleaner_rounds(text) == [("t-0", 0, 20)]
     (stats,) = cleaner_stats(text)
-    assert (stats.start_mb, stats.start_messages, stats.end_messages, stats.seconds) == (1.5, 20, 5, 0.1)
+    assert (stats.start_mb, stats.start_messages, stats.end_messages, stats.seconds) == (1.5, 20_000, 5, 0.1)
 
 
 def test_the_readme_broker_example_runs(kafka_jars, tmp_path):

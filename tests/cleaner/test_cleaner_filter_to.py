@@ -117,7 +117,7 @@ def test_plain_windows_take_the_kernel_and_write_the_reference_bytes(tmp_path, m
             [data(34, [(b"q", b"last below the upper bound")])],       # its own window: filter_window's
             [data(35, [(b"z", b"active")])]]
     seen = _compiled_windows(monkeypatch)
-    res = _both(_log_dir_of(tmp_path, segs), tmp_path, monkeypatch, T0 + 10 * DAY,
+    res = _both(_log_dir_of(tmp_path, segs, high_watermark=hw_at_active(segs)), tmp_path, monkeypatch, T0 + 10 * DAY,
                 map_budget_bytes=1 if tiny_map else None)
     assert res.cleaned and res.counts.horizons_stamped >= 1 and res.counts.batches_copied >= 1
     assert res.counts.batches_rewritten >= 1
@@ -135,7 +135,8 @@ def test_windows_end_before_transactions_and_markers(tmp_path, monkeypatch):
              marker(11, 5, 1), data(12, [(b"g", b"z")])],
             [data(13, [(b"z", b"active")])]]
     seen = _compiled_windows(monkeypatch)
-    res = _both(_log_dir_of(tmp_path, segs), tmp_path, monkeypatch, T0 + 10 * DAY)
+    res = _both(_log_dir_of(tmp_path, segs, high_watermark=hw_at_active(segs)), tmp_path, monkeypatch,
+                T0 + 10 * DAY)
     # the batches before each segment's first transactional one go to the kernel; from there on
     # the decoder's window (to the end of these small segments) goes to filter_window
     assert res.cleaned and res.counts.markers_removed + res.counts.markers_kept == 2 and seen == [True, True]
@@ -302,20 +303,26 @@ def _raw_batch(base: int, recs, codec: int, *, log_append: bool = False, odd_at:
     return bytes(out)
 
 
+def hw_at_active(segs) -> int:
+    """The high watermark these logs are written with: the active segment's base, so the batch right
+    below it (its own segment, "last below the upper bound") ends at the HW and is kept even if
+    emptied (Kafka 4.4, KAFKA-20452) — never a plain batch, and the window counts stay as designed."""
+    return segs[-1][0].base
+
+
 def _raw_log_dir(tmp: Path, segments) -> Path:
-    """A partition folder of raw segments (lists of batch bytes; the last one active)."""
+    """A partition folder of raw segments (lists of batch bytes; the last one active), its high
+    watermark at the active segment's base (see ``hw_at_active``)."""
     from kafkalog.checkpoint.offset import write_offset_checkpoint
     from kafkalog.log.names import REPLICATION_OFFSET_CHECKPOINT, format_segment_file_name
 
     d = tmp / "src" / "compacted-0"
     d.mkdir(parents=True)
-    leo = 0
     for seg in segments:
         base = int.from_bytes(seg[0][:8], "big")
         (d / format_segment_file_name(base, "log")).write_bytes(b"".join(seg))
-        last = seg[-1]
-        leo = int.from_bytes(last[:8], "big") + int.from_bytes(last[23:27], "big") + 1
-    write_offset_checkpoint(tmp / "src" / REPLICATION_OFFSET_CHECKPOINT, {("compacted", 0): leo})
+    hw = int.from_bytes(segments[-1][0][:8], "big")
+    write_offset_checkpoint(tmp / "src" / REPLICATION_OFFSET_CHECKPOINT, {("compacted", 0): hw})
     return tmp / "src"
 
 

@@ -693,10 +693,9 @@ def test_abort_marker_retention_with_empty_batch(tmp_path, layout):
     log.two_pass_clean(dirty)
     assert log.keys() == [1] and log.offsets() == [3]
     assert log.aborted_txns() == []
-    # Kafka's test cleans up to the active segment (4) past the open transaction, and the ABORT goes
-    # (lastOffsets [3]); under the broker's bound it is the round's last batch and stays, emptied
-    assert log.last_offsets() == [2, 3]
-    assert [r for x, r in log.batches() if x.base_offset == 2] == [[]]
+    # the ABORT is the last batch below this round's upper bound (the open transaction's first
+    # offset) but not at the high watermark: Kafka 4.4 drops it (KAFKA-20452), as Kafka's test expects
+    assert log.last_offsets() == [3]
 
 
 def test_log_cleaner_retains_producer_last_sequence(tmp_path, layout):
@@ -885,21 +884,28 @@ def test_log_cleaner_stats(tmp_path):
     assert c.bytes_written == sum(p.stat().st_size for p in log.d.glob("*.log"))
 
 
-def test_clean_segments_retaining_last_empty_batch(tmp_path):
-    """testCleanSegmentsRetainingLastEmptyBatch: when every record of a round is superseded, the
-    round's last batch stays, empty, so the log keeps its last offset."""
+@pytest.mark.parametrize("at_hw", [True, False])
+def test_clean_segments_retaining_last_empty_batch(tmp_path, at_hw):
+    """testCleanSegmentsRetainingLastEmptyBatch and testCleanSegmentsNotRetainingLastEmptyBatch
+    (KAFKA-20452, Kafka 4.4): when every record of a round is superseded, the round's last batch
+    stays, empty, where it ends at the high watermark (so the log keeps its last offset); with the
+    high watermark beyond the cleaned range nothing stays."""
     log = KafkaLog(tmp_path, 1024)
     fill_until(log, 4)
     keys = log.keys()
     assert keys == list(range(log.next_offset))
     active = log.active_base
     superseded = ExactOffsetMap(end_offset=active, offsets={k(x): 2**62 for x in keys})
-    log.clean(0, offset_map=superseded, config=log_config(segment_bytes=1 << 30))   # the three as one group
+    log.clean(0, offset_map=superseded, config=log_config(segment_bytes=1 << 30),   # the three as one group
+              high_watermark=active if at_hw else None)
     assert len(list(log.d.glob("*.log"))) == 2
     first = sorted(log.d.glob("*.log"))[0]
     batches = log.batches()
     kept = [(x.last_offset, recs) for x, recs in batches if x.base_offset < active]
-    assert kept == [(active - 1, [])] and first.stat().st_size == 61
+    if at_hw:
+        assert kept == [(active - 1, [])] and first.stat().st_size == 61
+    else:
+        assert kept == [] and first.stat().st_size == 0
 
 
 def test_cleaning_beyond_missing_offsets(tmp_path):
