@@ -36,12 +36,12 @@ class Dumper:
         self.options = options or DumpOptions()
         self.prog = prog
         self.summaries: List[FileSummary] = []
-        # Kafka's maps, keyed by absolute path, in insertion order
-        self.index_mismatches: Dict[str, List[Tuple[int, int]]] = {}
+        # Kafka's maps, keyed by absolute path (printed in java.util.HashMap order: java_hash_map_order)
+        self.index_mismatches: Dict[str, Dict[int, int]] = {}     # index offset -> log offset
         self.time_mismatches: Dict[str, List[Tuple[int, int]]] = {}
         self.time_out_of_order: Dict[str, List[Tuple[int, int]]] = {}
         self.time_not_found: Dict[str, List[Tuple[int, int]]] = {}
-        self.non_consecutive: Dict[str, List[Tuple[int, int]]] = {}
+        self.non_consecutive: Dict[str, Dict[int, int]] = {}      # previous offset -> next offset
 
     @property
     def exit_code(self) -> int:
@@ -97,28 +97,52 @@ class Dumper:
 
     def finish(self) -> Iterator[Line]:
         """Kafka's end-of-run reports on stderr (text mode; JSON mode emitted them per file)."""
-        for name, pairs in self.index_mismatches.items():
+        for name in java_hash_map_order(self.index_mismatches):
             yield Line(STDERR, f"Mismatches in :{name}")
-            for index_offset, log_offset in pairs:
+            for index_offset, log_offset in sorted(self.index_mismatches[name].items(), reverse=True):
                 yield Line(STDERR, f"  Index offset: {index_offset}, log offset: {log_offset}")
-        for name, pairs in self.time_mismatches.items():
+        for name in java_hash_map_order(self.time_mismatches):
             yield Line(STDERR, f"Found timestamp mismatch in :{name}")
-            for index_ts, log_ts in pairs:
+            for index_ts, log_ts in self.time_mismatches[name]:
                 yield Line(STDERR, f"  Index timestamp: {index_ts}, log timestamp: {log_ts}")
-        for name, pairs in self.time_out_of_order.items():
+        for name in java_hash_map_order(self.time_out_of_order):
             yield Line(STDERR, f"Found out of order timestamp in :{name}")
-            for index_ts, prev_ts in pairs:
+            for index_ts, prev_ts in self.time_out_of_order[name]:
                 yield Line(STDERR, f"  Index timestamp: {index_ts}, Previously indexed timestamp: {prev_ts}")
-        for pairs in self.time_not_found.values():
+        for name in java_hash_map_order(self.time_not_found):
             yield Line(STDERR, "The following indexed offsets are not found in the log.")
-            for index_offset, log_offset in pairs:
+            for index_offset, log_offset in self.time_not_found[name]:
                 yield Line(STDERR, f"Indexed offset: {index_offset}, found log offset: {log_offset}")
-        for name, pairs in self.non_consecutive.items():
+        for name in java_hash_map_order(self.non_consecutive):
             yield Line(STDERR, f"Non-consecutive offsets in {name}")
-            for first, second in pairs:
+            for first, second in sorted(self.non_consecutive[name].items()):
                 yield Line(STDERR, f"  {first} is followed by {second}")
         self.index_mismatches, self.time_mismatches, self.time_out_of_order = {}, {}, {}
         self.time_not_found, self.non_consecutive = {}, {}
+
+
+def java_string_hash(text: str) -> int:
+    """java.lang.String.hashCode: s[0]*31^(n-1) + ... over UTF-16 code units, as a signed int32."""
+    h = 0
+    units = text.encode("utf-16-be")
+    for i in range(0, len(units), 2):
+        h = (31 * h + (units[i] << 8 | units[i + 1])) & 0xFFFFFFFF
+    return h
+
+
+def java_hash_map_order(keys: Iterable[str]) -> List[str]:
+    """The order a java.util.HashMap<String, _> filled with ``keys`` (in this order) iterates them:
+    by bucket (spread hash ``h ^ h >>> 16`` masked by the table size: 16, doubled past 3/4 full), then
+    in insertion order within a bucket. DumpLogSegments prints its end-of-run reports per file in
+    this order."""
+    keys = list(keys)
+    capacity = 16
+    while len(keys) > capacity * 3 // 4:
+        capacity *= 2
+    def bucket(key: str) -> int:
+        h = java_string_hash(key)
+        return (h ^ (h >> 16)) & (capacity - 1)
+    return sorted(keys, key=bucket)     # stable: insertion order within a bucket
 
 
 def dump(paths: Iterable[str], options: Optional[DumpOptions] = None, *, prog: str = "kafkalog dump") -> DumpResult:

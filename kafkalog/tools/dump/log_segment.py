@@ -140,10 +140,8 @@ def walk_log(run: "Dumper", path: str, mv, end: int, s: FileSummary) -> Iterator
                 continue
             try:
                 for r in decode_records(mv, b, path, max_batch_bytes=o.max_batch_bytes):
-                    if last_offset == -1:
-                        last_offset = r.offset
-                    elif r.offset != last_offset + 1:
-                        gaps.add(last_offset, r.offset)
+                    if r.offset != last_offset + 1 and (last_offset != -1 or not o.json):
+                        gaps.add(last_offset, r.offset)    # Kafka 4.x: from -1 too (a file not starting at 0)
                     last_offset = r.offset
                     s.records += 1
                     text, obj, problem = record_output(run, path, b, r)
@@ -174,9 +172,8 @@ def report_gaps(run: "Dumper", path: str, gaps: "OffsetGaps") -> Iterator[Line]:
         for first, second in gaps.pairs:
             yield run.obj({"type": "non_consecutive_offsets", "file": path, "from": first, "to": second})
     else:
-        key = absolute_path(path)
-        # most recent first, as Kafka prepends
-        run.non_consecutive[key] = gaps.pairs[::-1] + run.non_consecutive.get(key, [])
+        # Kafka: a TreeMap per absolute path, previous offset -> next (ascending; a repeated key keeps the last)
+        run.non_consecutive.setdefault(absolute_path(path), {}).update(gaps.pairs)
     if gaps.omitted:
         yield Line(STDERR, f"{path}: {gaps.omitted} more non-consecutive offset pairs not listed "
                            f"(the first {MAX_GAPS_LISTED} are)")
@@ -236,6 +233,7 @@ def record_output(run: "Dumper", path: str, b: BatchView, r: RecordView):
     elif o.print_data_log and not b.is_control and o.decoder is None:
         if r.key is not None:
             text += f"{prefix}key: {string_decoder(r.key)}"
+            prefix = " "
         if r.value is not None:
-            text += f" payload: {string_decoder(r.value)}"
+            text += f"{prefix}payload: {string_decoder(r.value)}"
     return text, None, problem
