@@ -694,7 +694,7 @@ def test_dumper_streams_lines_and_reports_at_the_end(tmp_path):
     # one map entry per previous offset: the second pass over the same file repeats, not adds, it
     assert [line.stream for line in lines][-2:] == ["stderr"] * 2
     assert [line.text for line in lines][-2:] == [f"Non-consecutive offsets in {path}", "  0 is followed by 5"]
-    assert lines[-3].stream == "stdout"
+    assert lines[-3].stream in ("stdout", "stdout-bytes")
     assert dumper.exit_code == 0 and len(dumper.summaries) == 2 and dumper.summaries[0].records == 2
 
 
@@ -746,3 +746,61 @@ def test_snappy_block_too_large_names_the_block_size():
     with pytest.raises(DecompressedSizeError) as exc:
         decompress(SNAPPY, payload, max_bytes=1000)
     assert "5000" in str(exc.value) and "1000" in str(exc.value)
+
+
+# --- the bulk path (record_lines) prints what the per-record path prints -------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_UTF8 = st.one_of(st.none(), st.text(max_size=8).map(lambda t: t.encode("utf-8")), st.just(b"a\nb"))
+_BYTES = st.one_of(_UTF8, st.binary(max_size=12),      # invalid UTF-8 sends a run to the per-record path
+                   st.sampled_from([b"\xff\xfe", b"\xc3\x28", b"\xed\xa0\x80", b"\xf4\x90\x80\x80"]))
+_HEADER_KEYS = st.one_of(st.text(max_size=5), st.sampled_from(["", "trace-id", "é✓"]))
+
+
+@st.composite
+def _segments(draw):
+    out, offset = b"", draw(st.integers(0, 3))
+    values = draw(st.sampled_from([_UTF8, _BYTES]))
+    for _ in range(draw(st.integers(1, 4))):
+        n = draw(st.integers(0, 5))
+        records = [rb.V2Record(offset + i + draw(st.integers(0, 1)) * 3 * i, draw(st.integers(-1, 2 ** 41)),
+                               draw(values), draw(values),
+                               [(k, draw(values)) for k in draw(st.lists(_HEADER_KEYS, max_size=3))])
+                   for i in range(n)]
+        records.sort(key=lambda r: r.offset)
+        if records:
+            out += rb.encode_batch(
+                records, codec=draw(st.sampled_from([0, 1, 2, 3, 4])),
+                timestamp_type=draw(st.sampled_from([rb.CREATE_TIME, rb.LOG_APPEND_TIME])),
+                base_sequence=draw(st.sampled_from([rb.NO_SEQUENCE, 0, 2 ** 31 - 3])),
+                producer_id=draw(st.sampled_from([rb.NO_PRODUCER_ID, 7])), producer_epoch=0,
+                delete_horizon_ms=draw(st.sampled_from([None, 5]))) if records[0].offset >= 0 else b""
+            offset = records[-1].offset + 1
+        if draw(st.booleans()):
+            out += struct.pack(">q", offset) + COMMIT_MARKER[8:]      # the CRC does not cover the base offset
+            offset += 1
+    return out
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=_segments(), options=st.sampled_from([dict(deep_iteration=True), dict(print_data_log=True),
+                                                  dict(print_data_log=True, skip_record_metadata=True),
+                                                  dict(deep_iteration=True, skip_record_metadata=True)]))
+def test_bulk_lines_equal_per_record_lines(tmp_path, data, options):
+    path = write(tmp_path, "00000000000000000002.log", data)
+    bulk = dump([str(path)], DumpOptions(**options), bulk=True)
+    slow = dump([str(path)], DumpOptions(**options), bulk=False)
+    # compared as printed text (a newline inside a key or header key splits a bulk block's line in two)
+    assert ("\n".join(bulk.stdout), bulk.stderr, bulk.exit_code) == ("\n".join(slow.stdout), slow.stderr, slow.exit_code)
+    assert [s.records for s in bulk.summaries] == [s.records for s in slow.summaries]
+
+
+def test_reports_come_in_java_hash_map_order():
+    """Orders printed by a java.util.HashMap filled with computeIfAbsent (Java 17, as DumpLogSegments fills its
+    report maps): same-bucket keys newest first, and the table doubled on the 14th insertion."""
+    from kafkalog.tools.dump.dumper import java_hash_map_order
+    names = [f"/x/{i}.log" for i in range(1, 16)]
+    assert java_hash_map_order(names[:13]) == [f"/x/{i}.log" for i in (6, 10, 7, 11, 9, 13, 8, 12, 5, 4, 1, 3, 2)]
+    assert java_hash_map_order(names) == [f"/x/{i}.log" for i in (6, 15, 10, 8, 12, 14, 4, 2, 7, 11, 9, 13, 5, 1, 3)]

@@ -10,7 +10,7 @@ from kafkalog.tools.dump.file_names import RECORD_SUFFIXES, file_suffix
 from kafkalog.tools.dump.log_segment import dump_record_file
 from kafkalog.tools.dump.offset_index import dump_offset_index
 from kafkalog.tools.dump.options import DumpOptions
-from kafkalog.tools.dump.output import (NO_HINT, STDERR, STDOUT, DumpResult, FileSummary, Line, drop_generic_hint,
+from kafkalog.tools.dump.output import (NO_HINT, STDERR, STDOUT, STDOUT_BYTES, DumpResult, FileSummary, Line, drop_generic_hint,
                                         json_line)
 from kafkalog.tools.dump.producer_snapshot import dump_producer_snapshot
 from kafkalog.tools.dump.time_index import dump_time_index
@@ -32,9 +32,12 @@ class Dumper:
     had a problem. ``summaries`` holds one :class:`FileSummary` per file dumped.
     """
 
-    def __init__(self, options: Optional[DumpOptions] = None, *, prog: str = "kafkalog dump"):
+    def __init__(self, options: Optional[DumpOptions] = None, *, prog: str = "kafkalog dump", bulk: bool = True):
+        """``bulk``: deep-iteration text of plain v2 batches comes as STDOUT_BYTES blocks (many lines,
+        formatted at once); False: one Line per line throughout."""
         self.options = options or DumpOptions()
         self.prog = prog
+        self.bulk = bulk
         self.summaries: List[FileSummary] = []
         # Kafka's maps, keyed by absolute path (printed in java.util.HashMap order: java_hash_map_order)
         self.index_mismatches: Dict[str, Dict[int, int]] = {}     # index offset -> log offset
@@ -131,25 +134,35 @@ def java_string_hash(text: str) -> int:
 
 
 def java_hash_map_order(keys: Iterable[str]) -> List[str]:
-    """The order a java.util.HashMap<String, _> filled with ``keys`` (in this order) iterates them:
-    by bucket (spread hash ``h ^ h >>> 16`` masked by the table size: 16, doubled past 3/4 full), then
-    in insertion order within a bucket. DumpLogSegments prints its end-of-run reports per file in
-    this order."""
+    """The order a java.util.HashMap<String, _> filled by ``computeIfAbsent`` with ``keys`` (in this
+    order) iterates them, as DumpLogSegments prints its end-of-run reports per file: by bucket (the
+    spread hash ``h ^ h >>> 16`` masked by the table size: 16, doubled when an insertion finds more
+    than 3/4 of it used), and within a bucket newest first (computeIfAbsent puts a new key at the
+    head of its bin; a resize keeps the order)."""
     keys = list(keys)
     capacity = 16
-    while len(keys) > capacity * 3 // 4:
-        capacity *= 2
-    def bucket(key: str) -> int:
+    for inserted in range(len(keys)):
+        if inserted > capacity * 3 // 4:
+            capacity *= 2
+
+    def place(item):
+        index, key = item
         h = java_string_hash(key)
-        return (h ^ (h >> 16)) & (capacity - 1)
-    return sorted(keys, key=bucket)     # stable: insertion order within a bucket
+        return (h ^ (h >> 16)) & (capacity - 1), -index
+    return [key for _, key in sorted(enumerate(keys), key=place)]
 
 
-def dump(paths: Iterable[str], options: Optional[DumpOptions] = None, *, prog: str = "kafkalog dump") -> DumpResult:
-    """Run a whole dump and collect its output (what the CLI would print, split by stream)."""
-    dumper = Dumper(options, prog=prog)
+def dump(paths: Iterable[str], options: Optional[DumpOptions] = None, *, prog: str = "kafkalog dump",
+         bulk: bool = True) -> DumpResult:
+    """Run a whole dump and collect its output (what the CLI would print, split by stream into lines;
+    ``bulk``: as Dumper's — its blocks are split at every newline, so a key or value holding one is
+    two entries there, one entry with ``bulk=False``; the printed text is the same)."""
+    dumper = Dumper(options, prog=prog, bulk=bulk)
     stdout: List[str] = []
     stderr: List[str] = []
     for line in dumper.dump_files(paths):
-        (stdout if line.stream == STDOUT else stderr).append(line.text)
+        if line.stream == STDOUT_BYTES:
+            stdout.extend(line.text.decode("utf-8").split("\n")[:-1])
+        else:
+            (stdout if line.stream == STDOUT else stderr).append(line.text)
     return DumpResult(stdout, stderr, dumper.exit_code, dumper.summaries)

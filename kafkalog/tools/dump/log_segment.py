@@ -3,18 +3,21 @@ batch and, with deep iteration, per record, then Kafka's truncated-tail line."""
 from __future__ import annotations
 
 import os
+
+import numpy as np
 from typing import TYPE_CHECKING, Iterator, List, Tuple
 
 from kafkalog.coordinator.record import decode_record, kafka_dump_text, record_json
 from kafkalog.errors import CrcMismatchError, InvalidFileNameError, InvalidRecordError, KafkalogError, UnknownCodecError
 from kafkalog.format import record_batch as rb
 from kafkalog.format.compression import CODEC_NAMES
+from kafkalog.format.record_batch import LOG_OVERHEAD
 from kafkalog.tools.dump.batch_walk import (BatchView, RecordView, decode_records, legacy_first_offset, read_batch,
                                             tail_error, walk_batches)
 from kafkalog.tools.dump.control_records import control_record_info
 from kafkalog.tools.dump.file_names import BOOTSTRAP_SNAPSHOT, KRAFT_SNAPSHOT, absolute_path
 from kafkalog.tools.dump.options import coordinator_record_types
-from kafkalog.tools.dump.output import (NO_HINT, STDERR, FileSummary, Line, b64, drop_generic_hint, java_bool,
+from kafkalog.tools.dump.output import (NO_HINT, STDERR, STDOUT_BYTES, FileSummary, Line, b64, drop_generic_hint, java_bool,
                                         optional_long, string_decoder, utf8_or_none)
 from kafkalog.log.names import offset_from_file_name
 from kafkalog.log import filesystem
@@ -23,6 +26,13 @@ if TYPE_CHECKING:
     from kafkalog.tools.dump.dumper import Dumper
 
 MAX_GAPS_LISTED = 100_000    # non-consecutive offset pairs kept per file (the rest are counted)
+BULK_RUN_BYTES = 8 << 20     # record bytes decoded and formatted at once by the bulk path
+BULK_MAX_BATCH_RECORDS = 1 << 20   # larger batches are streamed record by record (bounded memory)
+# HeaderArrays' fields (file_records), in the order bulk_run fills them (size: with the log overhead)
+HEADER_FIELDS = ("position", "size", "baseOffset", "lastOffset", "magic", "attributes", "baseTimestamp",
+                 "maxTimestamp", "producerId", "producerEpoch", "baseSequence", "recordsCount",
+                 "partitionLeaderEpoch", "crc")
+TS_NAMES = [rb.TIMESTAMP_TYPE_NAMES[rb.CREATE_TIME], rb.TIMESTAMP_TYPE_NAMES[rb.LOG_APPEND_TIME]]
 
 
 class OffsetGaps:
@@ -113,55 +123,139 @@ def walk_log(run: "Dumper", path: str, mv, end: int, s: FileSummary) -> Iterator
     deep = o.deep
     if deep:
         s.records = 0
-    last_offset = -1
-    gaps = OffsetGaps()
+    state = WalkState()
+    # text lines of plain v2 batches are formatted in bulk (record_lines); the rest batch by batch
+    bulk = deep and not o.json and o.decoder is None and run.bulk
+    pending: List[BatchView] = []
+    pending_bytes = 0
     try:
         for pos, size, magic in walk_batches(mv, 0, end, path):
             b = read_batch(mv, pos, size, magic, path)
             s.batches += 1
             s.valid_bytes = pos + size
-            if o.json:
-                obj = batch_json(path, b)
-                if b.base_offset is None:
-                    obj["baseOffset"] = legacy_first_offset(mv, b, path, o.max_batch_bytes)
-                yield run.obj(obj)
-            else:
-                yield run.out(batch_line(b))
-            if b.codec not in CODEC_NAMES:
-                yield run.error(s, UnknownCodecError(
-                    f"batch at offset {b.last_offset} has unknown compression codec id {b.codec}", path=path,
-                    position=pos, hint="Kafka cannot read this batch either"))
-            if not b.crc_valid:
-                kind = "CRC-32C" if b.magic >= 2 else "CRC-32"
-                yield run.error(s, CrcMismatchError(
-                    f"batch at offset {b.last_offset}: stored {kind} {b.crc}, computed {b.computed_crc(mv)}",
-                    path=path, position=pos, hint="Kafka's recovery truncates the segment at this batch"))
-            if not deep or b.codec not in CODEC_NAMES:
+            if bulk and bulk_eligible(b):
+                pending.append(b)
+                pending_bytes += size
+                if pending_bytes >= BULK_RUN_BYTES:
+                    yield from bulk_run(run, path, mv, pending, s, state)
+                    pending, pending_bytes = [], 0
                 continue
-            try:
-                for r in decode_records(mv, b, path, max_batch_bytes=o.max_batch_bytes):
-                    if r.offset != last_offset + 1 and (last_offset != -1 or not o.json):
-                        gaps.add(last_offset, r.offset)    # Kafka 4.x: from -1 too (a file not starting at 0)
-                    last_offset = r.offset
-                    s.records += 1
-                    text, obj, problem = record_output(run, path, b, r)
-                    yield run.obj(obj) if o.json else run.out(text)
-                    if problem is not None:
-                        yield run.error(s, problem)
-            except KafkalogError as e:
-                yield run.error(s, drop_generic_hint(e.with_location(path=path, position=pos)))
-                continue
+            if pending:
+                yield from bulk_run(run, path, mv, pending, s, state)
+                pending, pending_bytes = [], 0
+            yield from one_batch(run, path, mv, b, s, state)
+        if pending:
+            yield from bulk_run(run, path, mv, pending, s, state)
     except KafkalogError:
         s.invalid_bytes = end - s.valid_bytes
-        yield from report_gaps(run, path, gaps)
+        yield from report_gaps(run, path, state.gaps)
         raise
-    yield from report_gaps(run, path, gaps)
+    yield from report_gaps(run, path, state.gaps)
     trailing = end - s.valid_bytes
     if trailing > 0 and not o.limited:
         s.invalid_bytes = trailing
         if not o.json:
             yield run.out(f"Found {trailing} invalid bytes at the end of {os.path.basename(path)}")
         yield run.error(s, tail_error(mv, s.valid_bytes, end, path))
+
+
+class WalkState:
+    """What a file's walk carries from batch to batch: the last record offset and the gaps."""
+
+    def __init__(self):
+        self.last_offset = -1
+        self.gaps = OffsetGaps()
+
+
+def one_batch(run: "Dumper", path: str, mv, b: BatchView, s: FileSummary, state: WalkState) -> Iterator[Line]:
+    """A batch's line and, with deep iteration, its records' lines, one record at a time."""
+    o = run.options
+    if o.json:
+        obj = batch_json(path, b)
+        if b.base_offset is None:
+            obj["baseOffset"] = legacy_first_offset(mv, b, path, o.max_batch_bytes)
+        yield run.obj(obj)
+    else:
+        yield run.out(batch_line(b))
+    if b.codec not in CODEC_NAMES:
+        yield run.error(s, UnknownCodecError(
+            f"batch at offset {b.last_offset} has unknown compression codec id {b.codec}", path=path,
+            position=b.position, hint="Kafka cannot read this batch either"))
+    if not b.crc_valid:
+        kind = "CRC-32C" if b.magic >= 2 else "CRC-32"
+        yield run.error(s, CrcMismatchError(
+            f"batch at offset {b.last_offset}: stored {kind} {b.crc}, computed {b.computed_crc(mv)}",
+            path=path, position=b.position, hint="Kafka's recovery truncates the segment at this batch"))
+    if not o.deep or b.codec not in CODEC_NAMES:
+        return
+    try:
+        for r in decode_records(mv, b, path, max_batch_bytes=o.max_batch_bytes):
+            if r.offset != state.last_offset + 1 and (state.last_offset != -1 or not o.json):
+                state.gaps.add(state.last_offset, r.offset)    # Kafka 4.x: from -1 too (a file not starting at 0)
+            state.last_offset = r.offset
+            s.records += 1
+            text, obj, problem = record_output(run, path, b, r)
+            yield run.obj(obj) if o.json else run.out(text)
+            if problem is not None:
+                yield run.error(s, problem)
+    except KafkalogError as e:
+        yield run.error(s, drop_generic_hint(e.with_location(path=path, position=b.position)))
+
+
+def bulk_eligible(b: BatchView) -> bool:
+    """A batch the bulk path prints: v2 data (no control records), a known codec, a valid CRC (an
+    invalid one is reported right after its line) and a record count a run can hold."""
+    return (b.magic == rb.MAGIC_VALUE_V2 and not b.is_control and b.crc_valid and b.codec in CODEC_NAMES
+            and b.count is not None and 0 <= b.count <= BULK_MAX_BATCH_RECORDS)
+
+
+def bulk_run(run: "Dumper", path: str, mv, batches: List[BatchView], s: FileSummary,
+             state: WalkState) -> Iterator[Line]:
+    """The lines of a run of bulk-eligible batches as blocks of bytes (Line(STDOUT_BYTES, ...)); a
+    part that does not decode, or holds bytes that are not UTF-8, goes batch by batch instead (which
+    reports the problem exactly where the per-record path does)."""
+    from kafkalog.format.decoder import decode_accel
+    from kafkalog.format.file_records import HeaderArrays
+    from kafkalog.tools.dump.record_lines import format_run
+    from kafkalog.topic_partition import UNKNOWN_PARTITION
+
+    o = run.options
+    buf = np.frombuffer(mv, np.uint8)
+    h = HeaderArrays.empty(len(batches))
+    for field, values in zip(HEADER_FIELDS, zip(*[
+            (b.position, b.size, b.base_offset, b.last_offset, b.magic, b.attributes, b.base_timestamp, b.max_timestamp,
+             b.producer_id, b.producer_epoch, b.base_sequence, b.count, b.partition_leader_epoch, b.crc)
+            for b in batches])):
+        getattr(h, field)[:] = values
+    done = 0
+    while done < len(batches):
+        part = h.slice(done, len(h))
+        try:
+            records, used = decode_accel(buf, part, UNKNOWN_PARTITION, path=path, verify_crc=False,
+                                         max_batch_bytes=o.max_batch_bytes, budget=BULK_RUN_BYTES)
+        except KafkalogError:
+            records, used = None, 1
+        views = batches[done:done + used]
+        lines = None
+        if records is not None:
+            lines = format_run([batch_line(b) for b in views], part.recordsCount[:used], (part.attributes[:used] & rb.TIMESTAMP_TYPE_MASK) != 0,
+                               TS_NAMES, part.baseOffset[:used], part.baseSequence[:used],
+                               records, print_data=o.print_data_log, skip_metadata=o.skip_record_metadata)
+        if lines is None or not lines.utf8_ok:
+            for b in views:
+                yield from one_batch(run, path, mv, b, s, state)
+        else:
+            offsets = lines.offsets
+            if len(offsets):
+                prev = np.empty_like(offsets)
+                prev[0] = state.last_offset
+                prev[1:] = offsets[:-1]
+                for i in np.flatnonzero(offsets != prev + 1).tolist():
+                    state.gaps.add(int(prev[i]), int(offsets[i]))
+                state.last_offset = int(offsets[-1])
+            s.records += len(offsets)
+            yield Line(STDOUT_BYTES, lines.data)
+        done += used
 
 
 def report_gaps(run: "Dumper", path: str, gaps: "OffsetGaps") -> Iterator[Line]:

@@ -10,11 +10,13 @@ from kafkalog.errors import CorruptRecordError, KafkalogError
 
 STDOUT = "stdout"
 STDERR = "stderr"
+STDOUT_BYTES = "stdout-bytes"    # a block of whole stdout lines as UTF-8 bytes, each ending in '\n' (bulk path)
 NO_HINT = ""     # an error whose location says enough
 
 
 class Line(NamedTuple):
-    """One output line (without its newline) and the stream it belongs on."""
+    """One output line (without its newline) and the stream it belongs on; for STDOUT_BYTES, many
+    lines as bytes, each with its newline."""
     stream: str
     text: str
 
