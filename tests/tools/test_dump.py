@@ -804,3 +804,21 @@ def test_reports_come_in_java_hash_map_order():
     names = [f"/x/{i}.log" for i in range(1, 16)]
     assert java_hash_map_order(names[:13]) == [f"/x/{i}.log" for i in (6, 10, 7, 11, 9, 13, 8, 12, 5, 4, 1, 3, 2)]
     assert java_hash_map_order(names) == [f"/x/{i}.log" for i in (6, 15, 10, 8, 12, 14, 4, 2, 7, 11, 9, 13, 5, 1, 3)]
+
+
+def test_huge_batches_print_in_slices_as_record_by_record(tmp_path, monkeypatch):
+    """Batches above BULK_MAX_BATCH_RECORDS go in slices (sequences wrapping, LogAppendTime, headers); a slice
+    holding invalid UTF-8 sends the rest of its batch record by record, without repeating a line."""
+    import kafkalog.tools.dump.log_segment as ls
+    monkeypatch.setattr(ls, "BULK_MAX_BATCH_RECORDS", 1000)
+    monkeypatch.setattr(ls, "BULK_SLICE_RECORDS", 700)
+    recs = [rb.V2Record(5 + i, 1000 + i, b"k%d" % i, b"\xff" if i == 2500 else b"v%d" % i,
+                        [("h", b"x")] if i % 3 == 0 else []) for i in range(3000)]
+    path = write(tmp_path, "00000000000000000005.log",
+                 rb.encode_batch(recs[:1500], codec=4, base_sequence=2 ** 31 - 10, producer_id=3, producer_epoch=0)
+                 + rb.encode_batch(recs[1500:], timestamp_type=rb.LOG_APPEND_TIME))
+    for options in (dict(print_data_log=True), dict(deep_iteration=True, skip_record_metadata=True)):
+        bulk = dump([str(path)], DumpOptions(**options), bulk=True)
+        slow = dump([str(path)], DumpOptions(**options), bulk=False)
+        assert (bulk.stdout, bulk.stderr) == (slow.stdout, slow.stderr) and len(bulk.stdout) == 3004
+        assert bulk.summaries[0].records == 3000

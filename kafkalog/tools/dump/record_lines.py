@@ -124,14 +124,17 @@ def all_utf8_kernel(data, offsets, valid):
 @njit(cache=_CACHE, nogil=True)
 def format_lines_kernel(out, batch_text, batch_text_off, batch_counts, batch_ts_name, ts_names, ts_name_off,
                         batch_base_offset, batch_base_seq, offsets, timestamps, key_off, key_data, key_valid,
-                        val_off, val_data, val_valid, hdr_off, hk_off, hk_data, print_data, skip_meta):
-    """Write each batch's line, then its records' lines, each ending in '\\n'; returns the bytes written."""
+                        val_off, val_data, val_valid, hdr_off, hk_off, hk_data, print_data, skip_meta,
+                        with_batch_lines):
+    """Write each batch's line (unless not ``with_batch_lines``: a later slice of one batch), then its
+    records' lines, each ending in '\\n'; returns the bytes written."""
     pos = 0
     r = 0
     for b in range(batch_counts.shape[0]):
-        pos = _put(out, pos, batch_text[batch_text_off[b]:batch_text_off[b + 1]])
-        out[pos] = 10
-        pos += 1
+        if with_batch_lines:
+            pos = _put(out, pos, batch_text[batch_text_off[b]:batch_text_off[b + 1]])
+            out[pos] = 10
+            pos += 1
         name = ts_names[ts_name_off[batch_ts_name[b]]:ts_name_off[batch_ts_name[b] + 1]]
         base_seq = batch_base_seq[b]
         for _ in range(batch_counts[b]):
@@ -217,12 +220,13 @@ class BulkLines:
 
 def format_run(batch_lines: List[str], counts: np.ndarray, ts_name_index: np.ndarray, ts_names: List[str],
                base_offsets: np.ndarray, base_sequences: np.ndarray, records: pa.RecordBatch, *,
-               print_data: bool, skip_metadata: bool) -> BulkLines:
+               print_data: bool, skip_metadata: bool, batch_line_first: bool = True) -> BulkLines:
     """Lines of the decoded ``records`` of a run of batches (``counts[b]`` records each, in order).
 
     Parameters: ``batch_lines`` the batch-level lines (printBatchLevel) in order; ``ts_name_index[b]``
     indexes ``ts_names`` (the timestamp type each batch prints); ``base_offsets``/``base_sequences``
-    per batch for the record sequences; ``print_data`` / ``skip_metadata`` as the options say."""
+    per batch for the record sequences; ``print_data`` / ``skip_metadata`` as the options say;
+    ``batch_line_first`` False: one batch continued (``batch_lines`` empty, no batch line printed)."""
     col = records.column
     offsets = col("offset").to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
     timestamps = pc.fill_null(col("timestamp").cast(pa.int64()), -1).to_numpy(zero_copy_only=False)
@@ -238,8 +242,9 @@ def format_run(batch_lines: List[str], counts: np.ndarray, ts_name_index: np.nda
                            and all_utf8_kernel(val_data, val_off, val_valid)):
         return BulkLines(None, offsets, False)
     batch_text = np.frombuffer("".join(batch_lines).encode("ascii"), np.uint8)   # printBatchLevel is ASCII
-    batch_bounds = np.zeros(len(batch_lines) + 1, np.int64)
-    np.cumsum([len(line) for line in batch_lines], out=batch_bounds[1:])
+    batch_bounds = np.zeros(max(len(batch_lines), len(counts)) + 1, np.int64)
+    if batch_lines:
+        np.cumsum([len(line) for line in batch_lines], out=batch_bounds[1:])
     names = np.frombuffer("".join(ts_names).encode("ascii"), np.uint8)
     name_bounds = np.zeros(len(ts_names) + 1, np.int64)
     np.cumsum([len(name) for name in ts_names], out=name_bounds[1:])
@@ -251,5 +256,5 @@ def format_run(batch_lines: List[str], counts: np.ndarray, ts_name_index: np.nda
                                names, name_bounds, base_offsets.astype(np.int64),
                                base_sequences.astype(np.int64), offsets, timestamps.astype(np.int64), key_off,
                                key_data, key_valid, val_off, val_data, val_valid, hdr_off, hk_off, hk_data,
-                               print_data, skip_metadata)
+                               print_data, skip_metadata, batch_line_first)
     return BulkLines(out[:used].tobytes(), offsets, True)
