@@ -52,6 +52,7 @@ def produce_mixed(broker: KafkaBroker, topic: str) -> None:
         records += [bc.Record(b"key-%d" % n, None, timestamp_ms=old + 100 * n + 50),            # a tombstone
                     bc.Record(None, "ünïcødé ✓ %s" % codec, timestamp_ms=old + 100 * n + 51),    # no key
                     bc.Record(b"\xff\xfe\x80bad", b"\xc3\x28\xa0\xa1", timestamp_ms=old + 100 * n + 52),
+                    bc.Record(b"\xed\xa0\x80sur", b"\xed\xa0A\xf0\x9f\x98", timestamp_ms=old + 100 * n + 52),
                     bc.Record(b"", b"", timestamp_ms=old + 100 * n + 53)]
         bc.produce(broker, topic, [r if isinstance(r.value, (bytes, type(None))) else
                                    bc.Record(r.key, r.value.encode(), r.headers, r.timestamp_ms) for r in records],

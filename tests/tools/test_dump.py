@@ -822,3 +822,25 @@ def test_huge_batches_print_in_slices_as_record_by_record(tmp_path, monkeypatch)
         slow = dump([str(path)], DumpOptions(**options), bulk=False)
         assert (bulk.stdout, bulk.stderr) == (slow.stdout, slow.stderr) and len(bulk.stdout) == 3004
         assert bulk.summaries[0].records == 3000
+
+
+# new String(bytes, UTF_8).getBytes(UTF_8) as Java 17 printed it (R = U+FFFD); Python's errors="replace"
+# differs on the ED A0..BF rows (a UTF-16 surrogate: one U+FFFD for its 2-3 bytes in Java, one per byte in Python)
+JAVA_UTF8 = [("eda080", "R"), ("edbfbf", "R"), ("eda0", "R"), ("eda041", "R41"), ("f4908080", "RRRR"),
+             ("f49080", "RRR"), ("f490", "RR"), ("f5808080", "RRRR"), ("e080af", "RRR"), ("e09fbf", "RRR"),
+             ("f08080af", "RRRR"), ("f08fbfbf", "RRRR"), ("c0af", "RR"), ("c1bf", "RR"), ("e282", "R"),
+             ("e28241", "R41"), ("f09f98", "R"), ("f09f9841", "R41"), ("f09f", "R"), ("f0", "R"), ("e0a0", "R"),
+             ("e080", "RR"), ("f48fbf", "R"), ("f888808080", "RRRRR"), ("e282ac61eda080", "e282ac61R"),
+             ("c328ed9fbfe282f48fbfbfeda080f09f98", "R28ed9fbfRf48fbfbfRR")]
+
+
+@pytest.mark.parametrize("raw,java", JAVA_UTF8)
+def test_invalid_utf8_is_replaced_as_java_does(raw, java):
+    import numpy as np
+    from kafkalog.tools.dump.output import string_decoder
+    from kafkalog.tools.dump.record_lines import _put_java_utf8
+    data, expected = bytes.fromhex(raw), bytes.fromhex(java.replace("R", "efbfbd"))
+    assert string_decoder(data).encode("utf-8") == expected
+    out = np.zeros(3 * len(data), np.uint8)
+    n = _put_java_utf8(out, 0, np.frombuffer(data, np.uint8), 0, len(data))
+    assert out[:n].tobytes() == expected

@@ -9,9 +9,9 @@ A record line, as DumpLogSegments.printRecordMetadata / printRecordContents prin
 
 (``--skip-record-metadata``: only ``| key: ... payload: ...``; the first of key and payload gets the
 ``| ``). Kafka prints keys, values and header keys through ``new String(bytes, UTF_8)``: valid UTF-8
-comes out as the same bytes, so the kernel copies them; a run holding any invalid UTF-8 (Java
-replaces it with U+FFFD as Python's ``errors="replace"`` does) is printed by the per-record path
-instead (``BulkLines.utf8_ok`` False).
+comes out as the same bytes, ill-formed bytes as U+FFFD by Java's rule (``_put_java_utf8``, the same
+rule as ``output.string_decoder``); a run with a header key that is not UTF-8 is printed by the
+per-record path instead (``BulkLines.utf8_ok`` False).
 """
 from __future__ import annotations
 
@@ -113,6 +113,55 @@ def _utf8_valid(data, start, end):
 
 
 @njit(cache=_CACHE, nogil=True)
+def _put_java_utf8(out, pos, data, start, end):
+    """Copy data[start:end] as Java's new String(bytes, UTF_8) then getBytes(UTF_8) gives it back: valid
+    UTF-8 unchanged, each maximal ill-formed subpart as U+FFFD (EF BF BD), and ED A0..BF xx (a UTF-16
+    surrogate) as one U+FFFD for its 2 or 3 bytes (output.string_decoder's rule)."""
+    i = start
+    while i < end:
+        c = data[i]
+        if c < 0x80:
+            out[pos] = c
+            pos += 1
+            i += 1
+            continue
+        n = 0          # continuation bytes a valid sequence needs
+        lo = 0x80      # the first continuation byte's range
+        hi = 0xBF
+        if 0xC2 <= c <= 0xDF:
+            n = 1
+        elif 0xE0 <= c <= 0xEF:
+            n = 2
+            if c == 0xE0:
+                lo = 0xA0
+        elif 0xF0 <= c <= 0xF4:
+            n = 3
+            if c == 0xF0:
+                lo = 0x90
+            elif c == 0xF4:
+                hi = 0x8F
+        good = 0       # bytes of the sequence that are well formed so far (the lead included)
+        if n > 0:
+            good = 1
+            if i + 1 < end and lo <= data[i + 1] <= hi:
+                good = 2
+                while good <= n and i + good < end and 0x80 <= data[i + good] <= 0xBF:
+                    good += 1
+        if n > 0 and good == n + 1 and not (c == 0xED and data[i + 1] >= 0xA0):
+            for k in range(good):
+                out[pos + k] = data[i + k]
+            pos += good
+            i += good
+            continue
+        out[pos] = 0xEF
+        out[pos + 1] = 0xBF
+        out[pos + 2] = 0xBD
+        pos += 3
+        i += good if good > 0 else 1
+    return pos
+
+
+@njit(cache=_CACHE, nogil=True)
 def all_utf8_kernel(data, offsets, valid):
     """True when every valid element data[offsets[i]:offsets[i+1]] is strict UTF-8 on its own."""
     for i in range(offsets.shape[0] - 1):
@@ -182,7 +231,7 @@ def format_lines_kernel(out, batch_text, batch_text_off, batch_counts, batch_ts_
                     out[pos] = 32
                     pos += 1
                     pos = _put(out, pos, _KEY)
-                    pos = _put(out, pos, key_data[key_off[r]:key_off[r + 1]])
+                    pos = _put_java_utf8(out, pos, key_data, key_off[r], key_off[r + 1])
                     first = False
                 if has_value:
                     if first:
@@ -191,7 +240,7 @@ def format_lines_kernel(out, batch_text, batch_text_off, batch_counts, batch_ts_
                     out[pos] = 32
                     pos += 1
                     pos = _put(out, pos, _PAYLOAD)
-                    pos = _put(out, pos, val_data[val_off[r]:val_off[r + 1]])
+                    pos = _put_java_utf8(out, pos, val_data, val_off[r], val_off[r + 1])
             out[pos] = 10
             pos += 1
             r += 1
@@ -238,9 +287,6 @@ def format_run(batch_lines: List[str], counts: np.ndarray, ts_name_index: np.nda
     hk_off, hk_data, hk_valid = _binary_parts(headers.values.field(0))
     if not all_utf8_kernel(hk_data, hk_off, hk_valid):
         return BulkLines(None, offsets, False)
-    if print_data and not (all_utf8_kernel(key_data, key_off, key_valid)
-                           and all_utf8_kernel(val_data, val_off, val_valid)):
-        return BulkLines(None, offsets, False)
     batch_text = np.frombuffer("".join(batch_lines).encode("ascii"), np.uint8)   # printBatchLevel is ASCII
     batch_bounds = np.zeros(max(len(batch_lines), len(counts)) + 1, np.int64)
     if batch_lines:
@@ -250,7 +296,7 @@ def format_run(batch_lines: List[str], counts: np.ndarray, ts_name_index: np.nda
     np.cumsum([len(name) for name in ts_names], out=name_bounds[1:])
     cap = (len(offsets) * MAX_FIXED_LINE + len(batch_text) + len(batch_lines) + len(hk_data)
            + int(hdr_off[-1] - hdr_off[0]) + 16
-           + (int(key_off[-1] - key_off[0]) + int(val_off[-1] - val_off[0]) if print_data else 0))
+           + (3 * (int(key_off[-1] - key_off[0]) + int(val_off[-1] - val_off[0])) if print_data else 0))
     out = np.empty(cap, np.uint8)
     used = format_lines_kernel(out, batch_text, batch_bounds, counts.astype(np.int64), ts_name_index.astype(np.int64),
                                names, name_bounds, base_offsets.astype(np.int64),
