@@ -152,7 +152,8 @@ def kafka_dump(files: Sequence[str], options: Sequence[str]) -> subprocess.Compl
 
 def our_dump(files: Sequence[str], options: Sequence[str]) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "kafkalog.tools.cli", "dump", "--files", ",".join(files), *options],
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300)
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="backslashreplace",
+                          timeout=300)
 
 
 def assert_same_lines(kafka: str, ours: str, what: str) -> None:
