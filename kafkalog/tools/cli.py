@@ -46,6 +46,16 @@ def _write_line(stream, text: str) -> None:
         stream.write(text.encode(encoding, "backslashreplace").decode(encoding) + "\n")
 
 
+def _write_block(stream, data: bytes) -> None:
+    """Write whole lines given as UTF-8 bytes: straight to the binary buffer when the stream is UTF-8."""
+    encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "")
+    if encoding == "utf8" and hasattr(stream, "buffer"):
+        stream.flush()
+        stream.buffer.write(data)
+    else:
+        stream.write(data.decode("utf-8").encode(encoding or "utf-8", "backslashreplace").decode(encoding or "utf-8"))
+
+
 # --- dump -------------------------------------------------------------------------------------
 
 def _add_dump(subparsers) -> None:
@@ -106,7 +116,7 @@ def _run_dump(args) -> int:
     from kafkalog.tools.dump.dumper import Dumper
     from kafkalog.tools.dump.options import (CLUSTER_METADATA_DECODER, DEFAULT_MAX_MESSAGE_SIZE, OFFSETS_DECODER,
                                              TRANSACTION_LOG_DECODER, DumpOptions)
-    from kafkalog.tools.dump.output import STDOUT
+    from kafkalog.tools.dump.output import STDOUT, STDOUT_BYTES
 
     _check_dump_files(args.files)
 
@@ -122,6 +132,8 @@ def _run_dump(args) -> int:
     for line in dumper.dump_files(args.files):
         if line.stream == STDOUT:
             _write_line(sys.stdout, line.text)
+        elif line.stream == STDOUT_BYTES:
+            _write_block(sys.stdout, line.text)
         else:
             sys.stdout.flush()       # keep errors next to the lines they follow
             _write_line(sys.stderr, line.text)

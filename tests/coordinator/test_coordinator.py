@@ -487,7 +487,7 @@ def test_dump_transaction_log_decoder(tmp_path):
     out = dump([str(seg / "00000000000000000000.log")], DumpOptions(decoder=TRANSACTION_LOG_DECODER)).stdout
     recs = [line for line in out if line.startswith("| offset:")]
     assert recs[0].endswith('key: {"type":"0","data":{"transactionalId":"txn-1"}} payload: {"version":"0","data":'
-                            '{"producerId":1000,"producerEpoch":3,"transactionTimeoutMs":60000,"transactionStatus":1,'
+                            '{"producerId":1000,"producerEpoch":3,"transactionTimeoutMs":60000,"transactionStatus":"Ongoing",'
                             '"transactionPartitions":[{"topic":"orders","partitionIds":[0,2]},{"topic":"payments",'
                             '"partitionIds":[1]}],"transactionLastUpdateTimestampMs":1700000000900,'
                             '"transactionStartTimestampMs":1700000000100}}')

@@ -291,7 +291,9 @@ def test_commit_marker_and_empty_batch_exact_lines(tmp_path):
         "endTxnMarker: COMMIT coordinatorEpoch: 5",
         EMPTY_BATCH_LINE,
     ]
-    assert result.stderr == [] and result.exit_code == 0
+    # Kafka 4.x counts from -1: a file whose first record is not offset 0 reports that as a gap
+    assert result.stderr == [f"Non-consecutive offsets in {path}", "  -1 is followed by 42"]
+    assert result.exit_code == 0
     assert run([path]).stdout == [f"Dumping {path}", "Log starting offset: 42", COMMIT_LINE, EMPTY_BATCH_LINE]
 
 
@@ -376,8 +378,8 @@ def test_log_append_time_delete_horizon_sequences_headers_and_data(tmp_path):
     assert " deleteHorizonMs: OptionalLong[123456] " in out[8]
     assert out[9] == "| offset: 4 CreateTime: 900 keySize: 2 valueSize: -1 sequence: -1 headerKeys: [] key: k4"
     skip = run([path], print_data_log=True, skip_record_metadata=True).stdout
-    # Kafka's quirk: the "| " prefix belongs to the key, so a null-key record starts with " payload:"
-    assert skip[3:6] == [" payload: v0", "| key: k1", "| key: \ufffdk payload: p\u00e9"]
+    # Kafka 4.x: the "| " prefix goes to whichever of key and payload comes first
+    assert skip[3:6] == ["| payload: v0", "| key: k1", "| key: \ufffdk payload: p\u00e9"]
     records = [json.loads(line) for line in run([path], print_data_log=True, json=True).stdout]
     records = [o for o in records if o["type"] == "record"]
     assert records[0]["key"] is None and records[0]["key_b64"] is None and records[0]["value"] == "v0"
@@ -393,7 +395,8 @@ def test_non_consecutive_offsets(tmp_path):
                                 last_offset_delta=5)
     path = write(tmp_path, "00000000000000000000.log", batch([0, 1]) + compacted + batch([9]))
     result = run([path], deep_iteration=True)
-    assert result.stderr == [f"Non-consecutive offsets in {path}", "  4 is followed by 9", "  2 is followed by 4"]
+    # Kafka 4.x: a TreeMap, in ascending order (the Scala tool of 3.x listed them newest first)
+    assert result.stderr == [f"Non-consecutive offsets in {path}", "  2 is followed by 4", "  4 is followed by 9"]
     assert result.exit_code == 0
     assert run([path]).stderr == []          # only with deep iteration
     gaps = [json.loads(line) for line in run([path], deep_iteration=True, json=True).stdout]
@@ -526,7 +529,8 @@ def test_undecodable_records_and_unknown_codec(tmp_path):
     assert len(lines) == 3 and all(line.endswith("isvalid: true") for line in lines)
     assert " compresscodec: unknown(7) " in lines[1]
     assert result.stdout[-1].startswith("| offset: 3 ")
-    assert result.exit_code == 1 and len(result.stderr) == 2
+    assert result.exit_code == 1 and len(result.stderr) == 4
+    assert result.stderr[2:] == [f"Non-consecutive offsets in {path}", "  -1 is followed by 3"]
     # uncompressed records: the position of the bad record itself
     assert result.stderr[0].startswith(f"kafkalog dump: error: {path}: byte {rb.RECORDS_OFFSET}: record length -64")
     assert result.stderr[1].startswith(f"kafkalog dump: error: {path}: byte {len(bad_records)}: ")
@@ -576,9 +580,9 @@ def test_offset_index_dump_and_mismatches(tmp_path):
     assert result.stdout == [f"Dumping {index}", f"offset: 102 position: {positions[1]}",
                              f"offset: 104 position: {positions[2]}", f"offset: 101 position: {positions[1]}",
                              f"Dumping {other}"]
-    # after every file, most recent first
-    assert result.stderr[-3:] == [f"Mismatches in :{index}", "  Index offset: 101, log offset: 102",
-                                  "  Index offset: 104, log offset: 105"]
+    # after every file, by index offset in reverse (Kafka's TreeMap(reverseOrder))
+    assert result.stderr[-3:] == [f"Mismatches in :{index}", "  Index offset: 104, log offset: 105",
+                                  "  Index offset: 101, log offset: 102"]
     assert result.exit_code == 1     # the empty .snapshot is not a snapshot
     verify = run([index], verify_index_only=True)
     assert verify.stdout == [f"Dumping {index}"] and verify.stderr[0] == f"Mismatches in :{index}"
@@ -700,9 +704,10 @@ def test_dumper_streams_lines_and_reports_at_the_end(tmp_path):
     path = write(tmp_path, "00000000000000000000.log", batch([0]) + batch([5]))
     dumper = Dumper(DumpOptions(deep_iteration=True), prog="x")
     lines = list(dumper.dump_files([path, path]))
-    assert [line.stream for line in lines][-3:] == ["stderr"] * 3
-    assert [line.text for line in lines][-3:] == [f"Non-consecutive offsets in {path}", "  0 is followed by 5",
-                                                  "  0 is followed by 5"]
+    # one map entry per previous offset: the second pass over the same file repeats, not adds, it
+    assert [line.stream for line in lines][-2:] == ["stderr"] * 2
+    assert [line.text for line in lines][-2:] == [f"Non-consecutive offsets in {path}", "  0 is followed by 5"]
+    assert lines[-3].stream in ("stdout", "stdout-bytes")
     assert dumper.exit_code == 0 and len(dumper.summaries) == 2 and dumper.summaries[0].records == 2
 
 
@@ -754,3 +759,101 @@ def test_snappy_block_too_large_names_the_block_size():
     with pytest.raises(DecompressedSizeError) as exc:
         decompress(SNAPPY, payload, max_bytes=1000)
     assert "5000" in str(exc.value) and "1000" in str(exc.value)
+
+
+# --- the bulk path (record_lines) prints what the per-record path prints -------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_UTF8 = st.one_of(st.none(), st.text(max_size=8).map(lambda t: t.encode("utf-8")), st.just(b"a\nb"))
+_BYTES = st.one_of(_UTF8, st.binary(max_size=12),      # invalid UTF-8 sends a run to the per-record path
+                   st.sampled_from([b"\xff\xfe", b"\xc3\x28", b"\xed\xa0\x80", b"\xf4\x90\x80\x80"]))
+_HEADER_KEYS = st.one_of(st.text(max_size=5), st.sampled_from(["", "trace-id", "é✓"]))
+
+
+@st.composite
+def _segments(draw):
+    out, offset = b"", draw(st.integers(0, 3))
+    values = draw(st.sampled_from([_UTF8, _BYTES]))
+    for _ in range(draw(st.integers(1, 4))):
+        n = draw(st.integers(0, 5))
+        records = [rb.V2Record(offset + i + draw(st.integers(0, 1)) * 3 * i, draw(st.integers(-1, 2 ** 41)),
+                               draw(values), draw(values),
+                               [(k, draw(values)) for k in draw(st.lists(_HEADER_KEYS, max_size=3))])
+                   for i in range(n)]
+        records.sort(key=lambda r: r.offset)
+        if records:
+            out += rb.encode_batch(
+                records, codec=draw(st.sampled_from([0, 1, 2, 3, 4])),
+                timestamp_type=draw(st.sampled_from([rb.CREATE_TIME, rb.LOG_APPEND_TIME])),
+                base_sequence=draw(st.sampled_from([rb.NO_SEQUENCE, 0, 2 ** 31 - 3])),
+                producer_id=draw(st.sampled_from([rb.NO_PRODUCER_ID, 7])), producer_epoch=0,
+                delete_horizon_ms=draw(st.sampled_from([None, 5]))) if records[0].offset >= 0 else b""
+            offset = records[-1].offset + 1
+        if draw(st.booleans()):
+            out += struct.pack(">q", offset) + COMMIT_MARKER[8:]      # the CRC does not cover the base offset
+            offset += 1
+    return out
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=_segments(), options=st.sampled_from([dict(deep_iteration=True), dict(print_data_log=True),
+                                                  dict(print_data_log=True, skip_record_metadata=True),
+                                                  dict(deep_iteration=True, skip_record_metadata=True)]))
+def test_bulk_lines_equal_per_record_lines(tmp_path, data, options):
+    path = write(tmp_path, "00000000000000000002.log", data)
+    bulk = dump([str(path)], DumpOptions(**options), bulk=True)
+    slow = dump([str(path)], DumpOptions(**options), bulk=False)
+    # compared as printed text (a newline inside a key or header key splits a bulk block's line in two)
+    assert ("\n".join(bulk.stdout), bulk.stderr, bulk.exit_code) == ("\n".join(slow.stdout), slow.stderr, slow.exit_code)
+    assert [s.records for s in bulk.summaries] == [s.records for s in slow.summaries]
+
+
+def test_reports_come_in_java_hash_map_order():
+    """Orders printed by a java.util.HashMap filled with computeIfAbsent (Java 17, as DumpLogSegments fills its
+    report maps): same-bucket keys newest first, and the table doubled on the 14th insertion."""
+    from kafkalog.tools.dump.dumper import java_hash_map_order
+    names = [f"/x/{i}.log" for i in range(1, 16)]
+    assert java_hash_map_order(names[:13]) == [f"/x/{i}.log" for i in (6, 10, 7, 11, 9, 13, 8, 12, 5, 4, 1, 3, 2)]
+    assert java_hash_map_order(names) == [f"/x/{i}.log" for i in (6, 15, 10, 8, 12, 14, 4, 2, 7, 11, 9, 13, 5, 1, 3)]
+
+
+def test_huge_batches_print_in_slices_as_record_by_record(tmp_path, monkeypatch):
+    """Batches above BULK_MAX_BATCH_RECORDS go in slices (sequences wrapping, LogAppendTime, headers); a slice
+    holding invalid UTF-8 sends the rest of its batch record by record, without repeating a line."""
+    import kafkalog.tools.dump.log_segment as ls
+    monkeypatch.setattr(ls, "BULK_MAX_BATCH_RECORDS", 1000)
+    monkeypatch.setattr(ls, "BULK_SLICE_RECORDS", 700)
+    recs = [rb.V2Record(5 + i, 1000 + i, b"k%d" % i, b"\xff" if i == 2500 else b"v%d" % i,
+                        [("h", b"x")] if i % 3 == 0 else []) for i in range(3000)]
+    path = write(tmp_path, "00000000000000000005.log",
+                 rb.encode_batch(recs[:1500], codec=4, base_sequence=2 ** 31 - 10, producer_id=3, producer_epoch=0)
+                 + rb.encode_batch(recs[1500:], timestamp_type=rb.LOG_APPEND_TIME))
+    for options in (dict(print_data_log=True), dict(deep_iteration=True, skip_record_metadata=True)):
+        bulk = dump([str(path)], DumpOptions(**options), bulk=True)
+        slow = dump([str(path)], DumpOptions(**options), bulk=False)
+        assert (bulk.stdout, bulk.stderr) == (slow.stdout, slow.stderr) and len(bulk.stdout) == 3004
+        assert bulk.summaries[0].records == 3000
+
+
+# new String(bytes, UTF_8).getBytes(UTF_8) as Java 17 printed it (R = U+FFFD); Python's errors="replace"
+# differs on the ED A0..BF rows (a UTF-16 surrogate: one U+FFFD for its 2-3 bytes in Java, one per byte in Python)
+JAVA_UTF8 = [("eda080", "R"), ("edbfbf", "R"), ("eda0", "R"), ("eda041", "R41"), ("f4908080", "RRRR"),
+             ("f49080", "RRR"), ("f490", "RR"), ("f5808080", "RRRR"), ("e080af", "RRR"), ("e09fbf", "RRR"),
+             ("f08080af", "RRRR"), ("f08fbfbf", "RRRR"), ("c0af", "RR"), ("c1bf", "RR"), ("e282", "R"),
+             ("e28241", "R41"), ("f09f98", "R"), ("f09f9841", "R41"), ("f09f", "R"), ("f0", "R"), ("e0a0", "R"),
+             ("e080", "RR"), ("f48fbf", "R"), ("f888808080", "RRRRR"), ("e282ac61eda080", "e282ac61R"),
+             ("c328ed9fbfe282f48fbfbfeda080f09f98", "R28ed9fbfRf48fbfbfRR")]
+
+
+@pytest.mark.parametrize("raw,java", JAVA_UTF8)
+def test_invalid_utf8_is_replaced_as_java_does(raw, java):
+    import numpy as np
+    from kafkalog.tools.dump.output import string_decoder
+    from kafkalog.tools.dump.record_lines import _put_java_utf8
+    data, expected = bytes.fromhex(raw), bytes.fromhex(java.replace("R", "efbfbd"))
+    assert string_decoder(data).encode("utf-8") == expected
+    out = np.zeros(3 * len(data), np.uint8)
+    n = _put_java_utf8(out, 0, np.frombuffer(data, np.uint8), 0, len(data))
+    assert out[:n].tobytes() == expected

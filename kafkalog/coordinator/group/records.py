@@ -17,7 +17,8 @@ Record types (the key's int16 "version"), keys non-flexible, values as listed::
     16 ConsumerGroupRegularExpression GroupId, RegularExpression v0 flexible: Topics, Version, Timestamp
 
 OffsetCommitValue: offset int64; leaderEpoch int32 (v3+, default -1); metadata string;
-commitTimestamp int64; expireTimestamp int64 (v1 only, default -1).
+commitTimestamp int64; expireTimestamp int64 (v1 only, default -1); topicId uuid (v4+, tagged 0,
+default the zero uuid: Kafka 4.x brokers write it).
 GroupMetadataValue: protocolType string; generation int32; protocol, leader nullable strings;
 currentStateTimestamp int64 (v2+); members[]: memberId; groupInstanceId (v3+, nullable); clientId;
 clientHost; rebalanceTimeout int32 (v1+); sessionTimeout int32; subscription bytes; assignment bytes.
@@ -37,6 +38,7 @@ from kafkalog.coordinator.message import Field, Message, MessageFormatError, rea
 from kafkalog.coordinator.record import RecordType
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
+ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"     # Uuid.ZERO_UUID.toString(): a tagged uuid's default
 
 OFFSET_COMMIT_KEY = Message("OffsetCommitKey", "0", None, (
     Field("group", "string"), Field("topic", "string"), Field("partition", "int32")))
@@ -45,7 +47,8 @@ OFFSET_COMMIT_VALUE = Message("OffsetCommitValue", "0-4", "4+", (
     Field("leaderEpoch", "int32", "3+", default=-1),
     Field("metadata", "string"),
     Field("commitTimestamp", "int64"),
-    Field("expireTimestamp", "int64", "1", default=-1)))
+    Field("expireTimestamp", "int64", "1", default=-1),
+    Field("topicId", "uuid", "4+", tag=0, default=ZERO_UUID)))
 
 GROUP_METADATA_KEY = Message("GroupMetadataKey", "0", None, (Field("group", "string"),))
 MEMBER_METADATA = (

@@ -11,11 +11,13 @@ Record type 0 (the key's int16 "version") is the only one::
           TransactionLastUpdateTimestampMs int64; TransactionStartTimestampMs int64;
           [v1 tagged 2] ClientTransactionVersion int16 = 0
 
-TransactionStatus is Kafka's TransactionState id (:data:`TRANSACTION_STATES`).
+TransactionStatus is Kafka's TransactionState id (:data:`TRANSACTION_STATES`). Kafka's JSON of the
+value (DumpLogSegments' TransactionLogMessageParser, Kafka 4.x) spells it by the state's name, and an
+id with no state as the number in a string: :func:`status_by_name`.
 """
 from __future__ import annotations
 
-from typing import Dict
+from typing import Any, Dict
 
 from kafkalog.coordinator.message import Field, Message
 from kafkalog.coordinator.record import RecordType
@@ -41,6 +43,17 @@ TRANSACTION_LOG_VALUE = Message("TransactionLogValue", "0-1", "1+", (
     Field("TransactionStartTimestampMs", "int64"),
     Field("ClientTransactionVersion", "int16", "1+", tag=2, default=0)))
 
+
+
+def status_by_name(value_json: Dict[str, Any]) -> Dict[str, Any]:
+    """TransactionState.fromId(status).stateName(), or String.valueOf(status) for an unknown id."""
+    status = value_json.get("transactionStatus")
+    if isinstance(status, int):
+        value_json["transactionStatus"] = TRANSACTION_STATES.get(status, str(status))
+    return value_json
+
+
 RECORD_TYPES: Dict[int, RecordType] = {
-    TRANSACTION_LOG: RecordType(TRANSACTION_LOG, "TransactionLog", TRANSACTION_LOG_KEY, TRANSACTION_LOG_VALUE),
+    TRANSACTION_LOG: RecordType(TRANSACTION_LOG, "TransactionLog", TRANSACTION_LOG_KEY, TRANSACTION_LOG_VALUE,
+                                json_hook=status_by_name),
 }

@@ -27,8 +27,14 @@ Text output (the default) is line for line what DumpLogSegments prints, so scrip
 * index files print their entries (``offset: O position: P``, ``timestamp: T offset: O``,
   ``version: … producerId: …``), ``<file> is empty.``, ``<file> passed sanity check.``;
 * after all files, stderr gets Kafka's reports: ``Mismatches in :<abs path>`` (offset index entries
-  whose position does not start a batch ending at the entry's offset), the three time-index
-  reports, and with deep iteration ``Non-consecutive offsets in <abs path>``.
+  whose position does not start a batch ending at the entry's offset; by index offset, descending),
+  the three time-index reports, and with deep iteration ``Non-consecutive offsets in <abs path>``
+  (counted from -1, so a file whose first record is not offset 0 has one; one line per previous
+  offset, ascending), each report's files in the order Kafka 4.4's HashMap iterates them
+  (``dumper.java_hash_map_order``) — checked against DumpLogSegments 4.4.0 by
+  ``tests/broker/test_dump_parity.py``;
+* deep-iteration text of plain v2 batches is formatted in bulk (``record_lines``) and comes as
+  ``stdout-bytes`` blocks of many lines; the bytes are those of the per-record path.
 
 Decisions where Kafka has no answer (Kafka would die with a stack trace):
 

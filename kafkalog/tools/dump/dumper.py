@@ -10,7 +10,7 @@ from kafkalog.tools.dump.file_names import RECORD_SUFFIXES, file_suffix
 from kafkalog.tools.dump.log_segment import dump_record_file
 from kafkalog.tools.dump.offset_index import dump_offset_index
 from kafkalog.tools.dump.options import DumpOptions
-from kafkalog.tools.dump.output import (NO_HINT, STDERR, STDOUT, DumpResult, FileSummary, Line, drop_generic_hint,
+from kafkalog.tools.dump.output import (NO_HINT, STDERR, STDOUT, STDOUT_BYTES, DumpResult, FileSummary, Line, drop_generic_hint,
                                         json_line)
 from kafkalog.tools.dump.producer_snapshot import dump_producer_snapshot
 from kafkalog.tools.dump.time_index import dump_time_index
@@ -32,16 +32,19 @@ class Dumper:
     had a problem. ``summaries`` holds one :class:`FileSummary` per file dumped.
     """
 
-    def __init__(self, options: Optional[DumpOptions] = None, *, prog: str = "kafkalog dump"):
+    def __init__(self, options: Optional[DumpOptions] = None, *, prog: str = "kafkalog dump", bulk: bool = True):
+        """``bulk``: deep-iteration text of plain v2 batches comes as STDOUT_BYTES blocks (many lines,
+        formatted at once); False: one Line per line throughout."""
         self.options = options or DumpOptions()
         self.prog = prog
+        self.bulk = bulk
         self.summaries: List[FileSummary] = []
-        # Kafka's maps, keyed by absolute path, in insertion order
-        self.index_mismatches: Dict[str, List[Tuple[int, int]]] = {}
+        # Kafka's maps, keyed by absolute path (printed in java.util.HashMap order: java_hash_map_order)
+        self.index_mismatches: Dict[str, Dict[int, int]] = {}     # index offset -> log offset
         self.time_mismatches: Dict[str, List[Tuple[int, int]]] = {}
         self.time_out_of_order: Dict[str, List[Tuple[int, int]]] = {}
         self.time_not_found: Dict[str, List[Tuple[int, int]]] = {}
-        self.non_consecutive: Dict[str, List[Tuple[int, int]]] = {}
+        self.non_consecutive: Dict[str, Dict[int, int]] = {}      # previous offset -> next offset
 
     @property
     def exit_code(self) -> int:
@@ -97,35 +100,69 @@ class Dumper:
 
     def finish(self) -> Iterator[Line]:
         """Kafka's end-of-run reports on stderr (text mode; JSON mode emitted them per file)."""
-        for name, pairs in self.index_mismatches.items():
+        for name in java_hash_map_order(self.index_mismatches):
             yield Line(STDERR, f"Mismatches in :{name}")
-            for index_offset, log_offset in pairs:
+            for index_offset, log_offset in sorted(self.index_mismatches[name].items(), reverse=True):
                 yield Line(STDERR, f"  Index offset: {index_offset}, log offset: {log_offset}")
-        for name, pairs in self.time_mismatches.items():
+        for name in java_hash_map_order(self.time_mismatches):
             yield Line(STDERR, f"Found timestamp mismatch in :{name}")
-            for index_ts, log_ts in pairs:
+            for index_ts, log_ts in self.time_mismatches[name]:
                 yield Line(STDERR, f"  Index timestamp: {index_ts}, log timestamp: {log_ts}")
-        for name, pairs in self.time_out_of_order.items():
+        for name in java_hash_map_order(self.time_out_of_order):
             yield Line(STDERR, f"Found out of order timestamp in :{name}")
-            for index_ts, prev_ts in pairs:
+            for index_ts, prev_ts in self.time_out_of_order[name]:
                 yield Line(STDERR, f"  Index timestamp: {index_ts}, Previously indexed timestamp: {prev_ts}")
-        for pairs in self.time_not_found.values():
+        for name in java_hash_map_order(self.time_not_found):
             yield Line(STDERR, "The following indexed offsets are not found in the log.")
-            for index_offset, log_offset in pairs:
+            for index_offset, log_offset in self.time_not_found[name]:
                 yield Line(STDERR, f"Indexed offset: {index_offset}, found log offset: {log_offset}")
-        for name, pairs in self.non_consecutive.items():
+        for name in java_hash_map_order(self.non_consecutive):
             yield Line(STDERR, f"Non-consecutive offsets in {name}")
-            for first, second in pairs:
+            for first, second in sorted(self.non_consecutive[name].items()):
                 yield Line(STDERR, f"  {first} is followed by {second}")
         self.index_mismatches, self.time_mismatches, self.time_out_of_order = {}, {}, {}
         self.time_not_found, self.non_consecutive = {}, {}
 
 
-def dump(paths: Iterable[str], options: Optional[DumpOptions] = None, *, prog: str = "kafkalog dump") -> DumpResult:
-    """Run a whole dump and collect its output (what the CLI would print, split by stream)."""
-    dumper = Dumper(options, prog=prog)
+def java_string_hash(text: str) -> int:
+    """java.lang.String.hashCode: s[0]*31^(n-1) + ... over UTF-16 code units, as a signed int32."""
+    h = 0
+    units = text.encode("utf-16-be")
+    for i in range(0, len(units), 2):
+        h = (31 * h + (units[i] << 8 | units[i + 1])) & 0xFFFFFFFF
+    return h
+
+
+def java_hash_map_order(keys: Iterable[str]) -> List[str]:
+    """The order a java.util.HashMap<String, _> filled by ``computeIfAbsent`` with ``keys`` (in this
+    order) iterates them, as DumpLogSegments prints its end-of-run reports per file: by bucket (the
+    spread hash ``h ^ h >>> 16`` masked by the table size: 16, doubled when an insertion finds more
+    than 3/4 of it used), and within a bucket newest first (computeIfAbsent puts a new key at the
+    head of its bin; a resize keeps the order)."""
+    keys = list(keys)
+    capacity = 16
+    for inserted in range(len(keys)):
+        if inserted > capacity * 3 // 4:
+            capacity *= 2
+
+    def place(item):
+        index, key = item
+        h = java_string_hash(key)
+        return (h ^ (h >> 16)) & (capacity - 1), -index
+    return [key for _, key in sorted(enumerate(keys), key=place)]
+
+
+def dump(paths: Iterable[str], options: Optional[DumpOptions] = None, *, prog: str = "kafkalog dump",
+         bulk: bool = True) -> DumpResult:
+    """Run a whole dump and collect its output (what the CLI would print, split by stream into lines;
+    ``bulk``: as Dumper's — its blocks are split at every newline, so a key or value holding one is
+    two entries there, one entry with ``bulk=False``; the printed text is the same)."""
+    dumper = Dumper(options, prog=prog, bulk=bulk)
     stdout: List[str] = []
     stderr: List[str] = []
     for line in dumper.dump_files(paths):
-        (stdout if line.stream == STDOUT else stderr).append(line.text)
+        if line.stream == STDOUT_BYTES:
+            stdout.extend(line.text.decode("utf-8").split("\n")[:-1])
+        else:
+            (stdout if line.stream == STDOUT else stderr).append(line.text)
     return DumpResult(stdout, stderr, dumper.exit_code, dumper.summaries)

@@ -67,7 +67,8 @@ def dump_offset_index(run: "Dumper", path: str, s: FileSummary) -> Iterator[Line
                                  "logOffset": log_offset})
         else:
             key = absolute_path(path)
-            run.index_mismatches[key] = list(reversed(mismatches)) + run.index_mismatches.get(key, [])
+            # Kafka: a TreeMap per absolute path in reverse order of the index offset
+            run.index_mismatches.setdefault(key, {}).update(mismatches)
     if size_error is not None:
         yield run.error(s, size_error)
 

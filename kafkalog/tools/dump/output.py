@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import base64
+import codecs
 import json
 from dataclasses import dataclass, field
 from typing import List, NamedTuple, Optional
@@ -10,11 +11,13 @@ from kafkalog.errors import CorruptRecordError, KafkalogError
 
 STDOUT = "stdout"
 STDERR = "stderr"
+STDOUT_BYTES = "stdout-bytes"    # a block of whole stdout lines as UTF-8 bytes, each ending in '\n' (bulk path)
 NO_HINT = ""     # an error whose location says enough
 
 
 class Line(NamedTuple):
-    """One output line (without its newline) and the stream it belongs on."""
+    """One output line (without its newline) and the stream it belongs on; for STDOUT_BYTES, many
+    lines as bytes, each with its newline."""
     stream: str
     text: str
 
@@ -79,9 +82,23 @@ def utf8_or_none(data: Optional[bytes]) -> Optional[str]:
         return None
 
 
+def _java_replace(e: UnicodeDecodeError):
+    """Java's UTF-8 decoder replaces what Python's does (one U+FFFD per maximal subpart), except that it
+    reads ED A0..BF as the start of a character and only then finds a surrogate: ``ED A0 80`` is one
+    U+FFFD (Python: three), ``ED A0`` followed by a non-continuation byte or the end one (Python: two).
+    Checked against Java 17's ``new String(bytes, UTF_8)`` (tests/tools/test_dump.py)."""
+    data, at = e.object, e.start
+    if data[at] == 0xED and at + 1 < len(data) and 0xA0 <= data[at + 1] <= 0xBF:
+        return "\ufffd", at + 3 if at + 2 < len(data) and 0x80 <= data[at + 2] <= 0xBF else at + 2
+    return "\ufffd", e.end
+
+
+codecs.register_error("kafkalog-java-replace", _java_replace)
+
+
 def string_decoder(data: bytes) -> str:
-    """Kafka's StringDecoder: new String(bytes, UTF_8), malformed input replaced by U+FFFD."""
-    return data.decode("utf-8", errors="replace")
+    """Kafka's StringDecoder: new String(bytes, UTF_8), malformed input replaced by U+FFFD as Java does."""
+    return data.decode("utf-8", errors="kafkalog-java-replace")
 
 
 def drop_generic_hint(e: KafkalogError) -> KafkalogError:
