@@ -19,8 +19,11 @@ log dir given; ``leader="longest"`` takes the longest log first; a log dir (its 
 What Kafka would keep (KIP-101 / KIP-279, OffsetsForLeaderEpoch): the follower asks the leader for the end
 offset of the follower's latest epoch (``LeaderEpochFileCache.endOffsetFor``); with the answer it
 truncates as ``AbstractFetcherThread.getOffsetTruncationState`` does, asking again about an older epoch
-while the leader's answer names an epoch the follower does not hold. The result is the follower's offset
-after truncation; the leader keeps its whole log.
+while the leader's answer names an epoch the follower does not hold. The leader answers as a newly elected
+one: becoming leader starts a new epoch at its log end (``Partition.makeLeader`` assigns the controller's
+epoch in its ``LeaderEpochFileCache``), so its cache gets one more entry, (the highest latest epoch of all
+replicas + 1, its log end offset). The result is the follower's offset after truncation; the leader keeps
+its whole log.
 
 Verdicts, one per replica against the leader (a partition's verdict is the worst of its replicas'):
 
@@ -348,13 +351,23 @@ def cleaner_explains(a: ReplicaBatches, b: ReplicaBatches, i: int, j: int) -> bo
     return bool(np.all(counts_a != counts_b))
 
 
-def compare_to_leader(replica: ReplicaBatches, leader: ReplicaBatches) -> ReplicaVerdict:
+def elected_epochs(leader: ReplicaBatches, new_epoch: int) -> Tuple[EpochEntry, ...]:
+    """The leader's epoch cache once it is elected in ``new_epoch``: that epoch starts at its log end."""
+    return tuple(leader.epochs) + (EpochEntry(new_epoch, leader.log_end_offset),)
+
+
+def compare_to_leader(replica: ReplicaBatches, leader: ReplicaBatches, *, new_epoch: Optional[int] = None
+                      ) -> ReplicaVerdict:
     """One replica's verdict against the leader (see the module docstring).
 
     :param replica: the replica judged.
-    :param leader: the replica taken as leader."""
+    :param leader: the replica taken as leader.
+    :param new_epoch: the epoch the leader is elected in (default: one above both replicas' latest)."""
+    if new_epoch is None:
+        new_epoch = max(replica.latest_epoch, leader.latest_epoch) + 1
     lag = leader.log_end_offset - replica.log_end_offset
-    kept = truncation_offset(replica.epochs, replica.log_end_offset, leader.epochs, leader.log_end_offset,
+    kept = truncation_offset(replica.epochs, replica.log_end_offset, elected_epochs(leader, new_epoch),
+                             leader.log_end_offset,
                              follower_high_watermark=replica.high_watermark)
     first, i, j = first_difference(replica, leader)
     detail = ""
@@ -387,13 +400,14 @@ def compare_replicas(topic: str, partition: int, replicas: Sequence[ReplicaBatch
         raise ValueError(f"{topic}-{partition}: comparing needs two replicas or more, not {len(replicas)}")
     li = choose_leader(replicas, leader)
     lead = replicas[li]
+    new_epoch = max(r.latest_epoch for r in replicas) + 1
     out = []
     for k, r in enumerate(replicas):
         if k == li:
             out.append(ReplicaVerdict(r.name, IDENTICAL, r.start_offset, r.log_end_offset, r.latest_epoch, None, 0,
                                       r.log_end_offset, 0, is_leader=True, detail=r.note or ""))
         else:
-            out.append(compare_to_leader(r, lead))
+            out.append(compare_to_leader(r, lead, new_epoch=new_epoch))
     return PartitionDivergence(topic, partition, lead.name, leader, tuple(out))
 
 
@@ -456,3 +470,51 @@ def diverge_partition(partition_dirs: Sequence[PartitionDir], *, names: Optional
     except OSError as e:
         return PartitionDivergence(first.topic, first.partition, None, leader,
                                    error=f"{getattr(e, 'filename', None) or first.path}: cannot read ({e.strerror or e})")
+
+
+def find_replicas(log_dirs: Sequence[PathLike], topics: Optional[Sequence[str]] = None
+                  ) -> List[Tuple[str, int, List[Tuple[str, PartitionDir]]]]:
+    """The live partitions held by more than one of ``log_dirs`` (one per broker), as (topic, partition,
+    [(log dir as given, folder)]) sorted by topic and partition. A topic of ``topics`` that no log dir holds
+    is a UsageError naming the closest topic there, before anything is read; so is a log dir given twice.
+
+    :param log_dirs: one log dir per broker.
+    :param topics: only these topics (default: all)."""
+    from difflib import get_close_matches
+
+    from kafkalog.errors import UsageError
+    from kafkalog.log.logdir import scan_log_dir
+    from kafkalog.log.names import LIVE
+
+    seen = {}
+    for d in log_dirs:
+        key = os.path.realpath(d)
+        if key in seen:
+            raise UsageError(f"log dir {d} is given twice (also as {seen[key]})", hint="give each broker's log dir once")
+        seen[key] = d
+    held: dict = {}
+    for d in log_dirs:
+        for p in scan_log_dir(d).partitions:
+            if p.kind == LIVE:
+                held.setdefault((p.topic, p.partition), []).append((os.fspath(d), p))
+    present = sorted({t for t, _ in held})
+    for topic in topics or ():
+        if topic not in present:
+            close = get_close_matches(topic, present, n=1, cutoff=0.6)
+            raise UsageError(f"topic {topic!r} is in none of the log dirs" + (f" (did you mean {close[0]}?)" if close else ""),
+                             hint=f"topics there: {', '.join(present[:20])}" if present else
+                             "there are no <topic>-<partition> folders there: are these brokers' log dirs?")
+    wanted = set(topics) if topics else None
+    return [(t, p, reps) for (t, p), reps in sorted(held.items())
+            if len(reps) > 1 and (wanted is None or t in wanted)]
+
+
+def diverge_log_dirs(log_dirs: Sequence[PathLike], *, topics: Optional[Sequence[str]] = None,
+                     leader: str = LEADER_BY_EPOCH) -> List[PartitionDivergence]:
+    """Every partition held by more than one of ``log_dirs`` compared (:func:`diverge_partition`); read-only.
+
+    :param log_dirs: one log dir per broker; replicas are named by these paths as given.
+    :param topics: only these topics (default: all); an unknown one is a UsageError.
+    :param leader: the leader policy (:func:`choose_leader`)."""
+    return [diverge_partition([p for _, p in reps], names=[name for name, _ in reps], leader=leader)
+            for _, _, reps in find_replicas(log_dirs, topics)]

@@ -97,10 +97,12 @@ def test_unclean_election_divergence_and_truncation(tmp_path):
     assert res.leader == "b2" and res.verdict == DIVERGED and res.first_differing_offset == 9
     assert (f.log_end_offset, f.kept_offset, f.truncated) == (15, 9, 6)
     assert res.ahead == ("b1",)
-    # the longest log as leader: broker 2 asks about epoch 2, which broker 1 does not know (undefined answer),
-    # so broker 2 keeps its whole log (a real broker 1 would be fenced by the follower's newer epoch)
+    # the longest log as leader, elected in epoch 3 at 15: broker 2 asks about its epoch 2, which broker 1 never
+    # held; broker 1 answers (1, 15): epoch 1 is its largest below 2 and ended where epoch 3 starts; broker 2's
+    # own epoch 1 ends at 9, where its epoch 2 starts: it truncates to min(15, 9) = 9
     res = compare(old, new, leader="longest")
-    assert res.leader == "b1" and by_name(res, "b2").kept_offset == 12 and res.first_differing_offset == 9
+    b2 = by_name(res, "b2")
+    assert res.leader == "b1" and (b2.kept_offset, b2.truncated) == (9, 3) and res.first_differing_offset == 9
 
 
 def test_divergence_inside_a_batch_is_reported_at_its_base(tmp_path):
@@ -126,6 +128,15 @@ def test_a_named_shorter_leader_makes_the_other_ahead(tmp_path):
     res = compare(a, b, leader="b2")
     f = by_name(res, "b1")
     assert f.verdict == AHEAD and f.lag == -1 and f.kept_offset == 9 and f.truncated == 1
+
+
+def test_a_replica_ahead_in_an_older_epoch_is_cut_to_where_the_leaders_epoch_ends(tmp_path):
+    """A leader named by hand that holds only epoch 0 (offsets 0..2): the follower's epoch-1 batches go, as the
+    elected leader answers its epoch 1 with the end of epoch 0 (3)."""
+    a = replica(tmp_path / "b1", PREFIX)
+    b = replica(tmp_path / "b2", PREFIX[:1])
+    f = by_name(compare(a, b, leader="b2"), "b1")
+    assert f.verdict == AHEAD and (f.kept_offset, f.truncated) == (3, 6)
 
 
 def test_a_compacted_copy_is_told_apart(tmp_path):
