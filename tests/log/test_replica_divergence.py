@@ -208,3 +208,47 @@ def test_first_differing_offset_is_the_true_one(tmp_path_factory, prefix, left, 
     assert res.verdict == DIVERGED
     follower = next(r for r in res.replicas if not r.is_leader)
     assert follower.kept_offset == true_first         # epochs 1 vs 2: the follower keeps only the common prefix
+
+
+# --- kafkalog diverge ------------------------------------------------------------------------------
+
+def test_cli_one_line_per_shared_partition_and_exit_codes(tmp_path, capsys):
+    import json
+
+    from kafkalog.tools.cli import main
+
+    a = replica(tmp_path / "b1", PREFIX + [(1, ["x"])])
+    b = replica(tmp_path / "b2", PREFIX + [(2, ["y", "z"])], node_id=2)
+    c = replica(tmp_path / "b3", PREFIX[:1], node_id=3)
+    assert main(["diverge", "--log-dirs", f"{a},{b},{c}"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 1 and out[0].startswith("orders-0: diverged from offset 9")
+    assert f"{c}: lagging by 8" in out[0] and f"{a}: diverged at 9" in out[0]
+    assert main(["diverge", "--log-dirs", f"{b},{c}", "--json"]) == 0       # lagging only: not a divergence
+    rec = json.loads(capsys.readouterr().out)
+    assert rec["verdict"] == LAGGING and rec["leader"] == str(b) and rec["ahead"] == [str(b)]
+    assert [r["kept_offset"] for r in rec["replicas"]] == [11, 3]
+
+
+def test_cli_unknown_topic_is_a_usage_error_with_the_closest_name(tmp_path, capsys):
+    from kafkalog.tools.cli import main
+
+    a, b = replica(tmp_path / "b1", PREFIX), replica(tmp_path / "b2", PREFIX, node_id=2)
+    assert main(["diverge", "--log-dirs", f"{a},{b}", "--topics", "order"]) == 2
+    assert "did you mean orders?" in capsys.readouterr().err
+    assert main(["diverge", "--log-dirs", f"{a}"]) == 2                       # one log dir: nothing to compare
+    assert main(["diverge", "--log-dirs", f"{a},{b}", "--leader", "b9"]) == 2
+    assert main(["diverge", "--log-dirs", f"{a},{b}", "--topics", "orders", "--leader", str(b)]) == 0
+    assert "orders-0: identical" in capsys.readouterr().out
+
+
+def test_a_corrupt_batch_ends_the_replica_where_recovery_would(tmp_path):
+    a = replica(tmp_path / "b1", PREFIX)
+    b = replica(tmp_path / "b2", PREFIX, node_id=2)
+    log = next((b / "orders-0").glob("*.log"))
+    data = bytearray(log.read_bytes())
+    data[-3] ^= 0xFF                                  # a byte of the last batch's records: its CRC fails
+    log.write_bytes(bytes(data))
+    res = compare(a, b)
+    f = by_name(res, "b2")
+    assert f.verdict == LAGGING and f.log_end_offset == 5 and "corrupt" in f.detail and str(log) in f.detail
