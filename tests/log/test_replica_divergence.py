@@ -252,3 +252,26 @@ def test_a_corrupt_batch_ends_the_replica_where_recovery_would(tmp_path):
     res = compare(a, b)
     f = by_name(res, "b2")
     assert f.verdict == LAGGING and f.log_end_offset == 5 and "corrupt" in f.detail and str(log) in f.detail
+
+
+def test_the_readme_example_runs(tmp_path):
+    """The README's diverge section, run as written (tests/test_readme.py runs it too, with everything else)."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    from test_readme import REPO, readme_commands
+
+    text = (REPO / "README.md").read_text()
+    section = text[text.index("## Where replicas diverge"):]
+    section = section[:section.index("\n## ", 5)]
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    outs = []
+    for command in readme_commands(section):
+        done = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=300)
+        assert done.returncode == 0 and "Traceback" not in done.stderr, (command, done.stdout, done.stderr)
+        outs.append(done.stdout)
+    assert re.search(r"^demo-orders-0: identical", outs[2], re.M)
+    assert '"first_differing_offset": 0' in outs[4] and '"verdict": "diverged"' in outs[4] and "exit 1" in outs[4]
