@@ -275,3 +275,24 @@ def test_the_readme_example_runs(tmp_path):
         outs.append(done.stdout)
     assert re.search(r"^demo-orders-0: identical", outs[2], re.M)
     assert '"first_differing_offset": 0' in outs[4] and '"verdict": "diverged"' in outs[4] and "exit 1" in outs[4]
+
+
+def test_a_copy_our_cleaner_compacted_is_compacted_not_diverged(tmp_path):
+    """Two identical replicas, then one broker's log cleaner (ours, as Kafka's) compacts its copy: rewritten
+    batches keep their offsets with fewer records, batches left empty go; that is no divergence."""
+    import shutil
+
+    from kafkalog.cleaner.cleaner import clean_partition
+    from kafkalog.config import configs_from_mappings
+
+    batches = [(0, [f"v{i}-{j}" for j in range(4)]) for i in range(8)] + [(1, ["w1", "w2"]) for _ in range(4)]
+    a = replica(tmp_path / "b1", batches, segment_bytes=300)
+    shutil.copytree(a, tmp_path / "b2")
+    config = configs_from_mappings(topics={TOPIC: {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0"}}
+                                   ).for_topic(TOPIC)
+    res = clean_partition(tmp_path / "b2" / "orders-0", config=config, now_ms=1_800_000_000_000)
+    assert res.error is None
+    out = compare(a, tmp_path / "b2")
+    f = by_name(out, "b2")
+    assert f.verdict == COMPACTED and f.first_differing_offset is not None and f.truncated == 0, out.describe()
+    assert out.verdict == COMPACTED and out.leader == "b1"
