@@ -527,8 +527,15 @@ def _run_delete_records(args) -> int:
     return 1 if failed else 0
 
 
+# --- diverge (kafkalog.tools.diverge_command) --------------------------------------------------------
+
+def _add_diverge(subparsers) -> None:
+    from kafkalog.tools import diverge_command
+    diverge_command.add_parser(subparsers, file_list=file_list, topic_name=topic_name, write_line=_write_line,
+                               warn=_warn)
+
 SUBCOMMANDS: Sequence[Callable] = (_add_dump, _add_demo, _add_offsets, _add_fetch, _add_recover, _add_lag,
-                                     _add_delete_records)
+                                     _add_delete_records, _add_diverge)
 
 
 # --- main -------------------------------------------------------------------------------------
