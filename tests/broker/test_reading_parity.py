@@ -136,7 +136,10 @@ def test_read_segment_equals_the_consumer_and_dump_log_segments(written):
         assert (-1 if ours["value"] is None else len(ours["value"])) == theirs["valueSize"]
         assert [h["key"] for h in ours["headers"]] == theirs["headerKeys"]
     markers = [(k["offset"], k["marker"]) for k in kafka if k["isControl"]]
-    assert [m for _, m in markers] == ["ABORT", "COMMIT"]
+    # the abort's marker can be written twice: a coordinator that restarts while the abort is still being
+    # completed writes its markers again (at least once), so runs of one kind count once
+    kinds = [m for i, (_, m) in enumerate(markers) if i == 0 or markers[i - 1][1] != m]
+    assert kinds == ["ABORT", "COMMIT"]
     # the aborted transaction's records are in the log (a read_uncommitted consumer gets them) ...
     aborted = [r for r in data if r["isTransactional"] and r["offset"] < markers[0][0]]
     assert len(aborted) == 4
