@@ -144,12 +144,28 @@ def main(argv: Sequence[str], *, spark=None) -> int:
     return EXIT_PARTIAL if summary["errors"] or refused else EXIT_OK
 
 
+# Why reindex leaves the active segment alone: the only "skipped" it counts.
+SKIPPED_WHY = ("the active segment: a broker writes its indexes as it appends and rebuilds them on an unclean "
+               "start; --include-active checks them too")
+
+
+def class_words(cls: str, n: int) -> str:
+    """One class count of the summary, e.g. "12 identical"; a skip says why.
+
+    :param cls: the row class (identical, valid, missing, corrupt, error, skipped).
+    :param n: how many files or segments have it.
+    """
+    return f"{n} {cls} (the active segment{'s' if n != 1 else ''}, left alone without --include-active)" \
+        if cls == "skipped" else f"{n} {cls}"
+
+
 def _print_summary(s: dict) -> None:
     verb = "verified" if s["verify_only"] else "reindexed"
     print(f"reindex: {s['files']} index files in {s['partitions']} partitions {verb}"
-          + (f"; {s['active_segments_skipped']} active segments skipped" if s["active_segments_skipped"] else ""))
+          + (f"; {s['active_segments_skipped']} active segments skipped ({SKIPPED_WHY})"
+             if s["active_segments_skipped"] else ""))
     for kind, counts in s["classes"].items():
-        print(f"  {kind}: " + ", ".join(f"{n} {c}" for c, n in sorted(counts.items())))
+        print(f"  {kind}: " + ", ".join(class_words(c, n) for c, n in sorted(counts.items())))
     for action, n in sorted(s["actions"].items()):
         print(f"  {action}: {n}")
     for c in s["corrupt"]:

@@ -30,6 +30,7 @@ from udfs.job import (EXIT_OK, EXIT_PARTIAL, add_config_arguments, add_html_argu
 from udfs.partitions import (cached_checkpoints, folders_frame, map_folders, partition_folders_of, spark_arrow_schema,
                              topics_option)
 from udfs.progress import count_folders
+from kafkalog.lookup.time_spec import format_epoch_ms
 from udfs.session import build_session
 
 JOB = "retention"
@@ -126,7 +127,7 @@ def main(argv: Sequence[str], *, spark=None) -> int:
         folders = partition_folders_of(usable, topics)
         spark = spark or build_session(f"kafkalog-{JOB}", master=args.master)
         progress(f"{'applying' if args.execute else 'planning'} retention for {len(folders)} folders "
-                 f"in {len(usable)} log dir(s) as of {now}")
+                 f"in {len(usable)} log dir(s) as of {format_epoch_ms(now)}")
         outcomes = plan_and_apply(spark, folders, configs=configs, now=now, hw_missing=args.high_watermark_missing,
                                   execute=args.execute, delete_delay_ms=args.delete_delay_ms,
                                   run_id=run_id) if folders else []
@@ -180,7 +181,7 @@ def _print_summary(report: dict) -> None:
         return (f" ({t['segments_deleted_earlier']} segments, {t['bytes_freed_earlier']:,} bytes of them by an "
                 "earlier attempt of a retried task)")
 
-    print(f"retention {'applied' if report['executed'] else 'plan (dry run)'} as of now_ms={report['now_ms']}: "
+    print(f"retention {'applied' if report['executed'] else 'plan (dry run)'} as of {format_epoch_ms(report['now_ms'])}: "
           f"{s['segments_deleted'] + s['segments_deleted_earlier']} of {s['segments']} segments, "
           f"{s['bytes_freed'] + s['bytes_freed_earlier']:,} bytes {verb}{earlier(s)}")
     for topic, t in s["topics"].items():
