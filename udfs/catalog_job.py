@@ -42,7 +42,7 @@ def build_parser():
 def catalog_frame(spark, log_dirs):
     """The catalog DataFrame of ``log_dirs`` (lazy; recomputing it is harmless — it only reads)."""
     folders = list_partition_folders(log_dirs)
-    counter = count_folders(spark, len(folders), "cataloguing")
+    counter = count_folders(spark, len(folders), "cataloguing", folders)
     return map_folders(folders_frame(spark, folders), catalog_folder, CATALOG_SCHEMA, counter=counter), len(folders)
 
 

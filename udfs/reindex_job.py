@@ -80,7 +80,7 @@ def reindex_frame(spark, folders, *, configs, verify_only: bool, include_active:
             return [partition_error_row(log_dir=log_dir, folder=folder, topic=topic, partition=partition,
                                         message=str(exc))]
 
-    counter = count_folders(spark, len(folders), "verifying indexes" if verify_only else "reindexing")
+    counter = count_folders(spark, len(folders), "verifying indexes" if verify_only else "reindexing", folders)
     return map_folders(folders_frame(spark, folders), per_folder, REINDEX_SCHEMA, counter=counter)
 
 

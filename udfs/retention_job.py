@@ -97,7 +97,7 @@ def plan_and_apply(spark, folders, *, configs, now, hw_missing, execute, delete_
                                    checkpoints=cached_checkpoints(log_dir, cache))
         return [public_outcome(outcome)]
 
-    counter = count_folders(spark, len(folders), "applying retention" if execute else "planning retention")
+    counter = count_folders(spark, len(folders), "applying retention" if execute else "planning retention", folders)
     df = map_folders(folders_frame(spark, folders), per_folder, OUTCOME_SCHEMA, counter=counter)
     return df.toArrow().to_pylist()
 
