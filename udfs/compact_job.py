@@ -92,7 +92,7 @@ def build_parser():
         "is cleaned in this run. The dirty range ends at the active segment, the high watermark, the first\n"
         "open transaction and min.compaction.lag.ms, rounded down to a segment boundary.\n\n"
         "Report: {\"partitions\": [{topic, partition, status, reason, cleanable_ratio, bytes_before, ...}],\n"
-        "\"summary\": {...}, \"explain\": [...]}. Exit 0 done, 1 some partitions or log dirs failed, 2 bad arguments."))
+        "\"summary\": {...}, \"explain\": [...]}. Exit 0 done, 1 some partitions or log dirs failed, 2 bad arguments,\n130/143 interrupted by Ctrl-C/SIGTERM."))
     parser.add_argument("--topics", metavar="T[,T...]", help="only these topics")
     parser.add_argument("--now-ms", type=parse_time_ms, metavar="T",
                         help="clean as of this time (epoch ms or ISO-8601; default: now): delete horizons, "

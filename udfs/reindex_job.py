@@ -48,7 +48,7 @@ def build_parser():
         "reports all identical. The active (last) segment belongs to a running broker: skipped unless\n"
         "--include-active.\n\n"
         "Report: {\"files\": [one row per index file], \"summary\": {...}, \"partitions\": [...]}.\n"
-        "Exit 0 done, 1 some partitions or log dirs failed or were refused (see the report), 2 bad arguments."))
+        "Exit 0 done, 1 some partitions or log dirs failed or were refused (see the report), 2 bad arguments,\n130/143 interrupted by Ctrl-C/SIGTERM."))
     parser.add_argument("--verify-only", action="store_true", help="classify only; change nothing")
     parser.add_argument("--include-active", action="store_true",
                         help="also check (and rebuild) each partition's active segment; only when no broker runs")

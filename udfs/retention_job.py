@@ -67,7 +67,7 @@ def build_parser():
         "breaches is deletable. For a backup copied without that file, --high-watermark-missing=log-end\n"
         "treats everything as replicated.\n\n"
         "Report: {\"segments\": [{topic, partition, base_offset, size, decision, rule, ...}], \"summary\": {...},\n"
-        "\"partitions\": [...]}. Exit 0 done, 1 some partitions failed (see the report), 2 bad arguments."))
+        "\"partitions\": [...]}. Exit 0 done, 1 some partitions failed (see the report), 2 bad arguments,\n130/143 interrupted by Ctrl-C/SIGTERM."))
     parser.add_argument("--now-ms", type=parse_time_ms, metavar="T",
                         help="decide as of this time (epoch ms or ISO-8601; default: now)")
     parser.add_argument("--execute", action="store_true",
