@@ -12,9 +12,11 @@ reaches them). So only the driver hears the signal, and it must stop everything 
   exception the job may catch to report what finished (per-partition results come back through
   accumulators as each task ends: ``udfs.progress.FolderCounter``). Nothing is raised inside a Py4J
   call: that would break the gateway's connection (PySpark's own SIGINT handler does that, with a
-  traceback; ``install_again_after_spark_starts`` puts ours back after a session starts).
-- Spark not started yet (or still starting): there is no job to cancel; ``JobInterrupted`` is raised
-  at once, from wherever the main thread is.
+  traceback; ``while_spark_starts`` puts ours back after a session starts).
+- Spark starting (``while_spark_starts``): the signal is recorded and stops the job as soon as the
+  session is up — raised at once, it could land in the fork of the JVM's launcher (where Python
+  ignores it, printing a traceback) or leave a JVM half started.
+- Spark not started (arguments, listing folders): ``JobInterrupted`` is raised at once.
 - A second signal raises ``JobInterrupted`` at once (the operator insists).
 
 Then ``finish`` stops the SparkContext (bounded in time), ends any child process still alive — the
@@ -35,6 +37,7 @@ import signal
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from typing import Optional, Sequence
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -59,6 +62,7 @@ class _State:
         self.canceller: Optional[threading.Thread] = None
         self.finished: Optional[tuple] = None     # (done, total, verb) a job noted
         self.report: Optional[str] = None
+        self.starting = False                       # a SparkSession is being built (while_spark_starts)
 
 
 _state = _State()
@@ -108,6 +112,14 @@ def _spark_context():
 
 
 def _cancel_until_done(sc) -> None:
+    """Cancel every Spark job until the job runner takes over. Spark's log goes quiet first: what it
+    logs from here on is the cancellation's own fallout (tasks killed, and a Java stack trace when a
+    killed task ends after its stage's broadcast is gone: "Block broadcast_0 does not exist"),
+    nothing an operator acts on; the one line ``finish`` prints says what happened."""
+    try:
+        sc.setLogLevel("FATAL")
+    except Exception:
+        pass
     while not _state.done.is_set():
         try:
             sc.cancelAllJobs()
@@ -116,13 +128,26 @@ def _cancel_until_done(sc) -> None:
         _state.done.wait(CANCEL_EVERY_S)
 
 
+def _say(text: str) -> None:
+    """A progress line straight to stderr: a signal handler must not wait for the progress line's
+    lock, which the interrupted code may hold."""
+    try:
+        os.write(2, f"[kafkalog {time.strftime('%H:%M:%S')}] {text}\n".encode())
+    except OSError:
+        pass
+
+
 def _handler(signum, frame) -> None:
     if _state.signum is not None:
         raise JobInterrupted(signum)                 # the second signal: stop now
     _state.signum = signum
+    if _state.starting:
+        _say(f"{signal.Signals(signum).name}: stopping once Spark has started (a few seconds)")
+        return                                       # while_spark_starts stops the job once Spark is up
     sc = _spark_context()
     if sc is None:
-        raise JobInterrupted(signum)                 # Spark not (yet) running: nothing to cancel
+        raise JobInterrupted(signum)                 # Spark not running: nothing to cancel, pure Python
+    _say(f"{signal.Signals(signum).name}: cancelling the running Spark jobs; what finished will be reported")
     _state.canceller = threading.Thread(target=_cancel_until_done, args=(sc,), name="kafkalog-cancel", daemon=True)
     _state.canceller.start()
 
@@ -150,11 +175,23 @@ def installed() -> bool:
     return signal.getsignal(signal.SIGINT) is _handler
 
 
-def install_again_after_spark_starts(before) -> None:
-    """Put back ``before`` (the SIGINT handler before a SparkContext started) when it was ours:
-    PySpark's SparkContext replaces it with one that raises KeyboardInterrupt inside a Py4J call."""
-    if before is _handler and threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, _handler)
+@contextmanager
+def while_spark_starts():
+    """Around building a SparkSession: a signal meanwhile is only recorded, and stops the job at the
+    end of the block, once the session is up (then stopped cleanly). Raising it at once could land in
+    the fork of the JVM's launcher, where Python ignores it with a traceback, or leave the JVM half
+    started. Afterwards our SIGINT handler is put back: PySpark's SparkContext replaces it with one
+    that raises KeyboardInterrupt inside a Py4J call. A second signal still stops the job at once."""
+    ours = signal.getsignal(signal.SIGINT) is _handler
+    _state.starting = True
+    try:
+        yield
+    finally:
+        _state.starting = False
+        if ours and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, _handler)
+    if ours and _state.signum is not None:
+        raise JobInterrupted(_state.signum)
 
 
 def report_option(argv: Sequence[str]) -> Optional[str]:
@@ -217,13 +254,28 @@ def _end_children() -> None:
             time.sleep(0.05)
 
 
+def _tasks_running(sc) -> int:
+    """Tasks the executors still run, as the scheduler counts them: a killed task counts until its
+    executor reports it ended (its completion listeners have run)."""
+    infos = sc._jsc.sc().statusTracker().getExecutorInfos()      # noqa: SLF001 - no Python API for it
+    return sum(info.numRunningTasks() for info in infos)
+
+
 def _stop_spark() -> None:
-    """Stop the SparkContext (cancelled tasks' workers end with it), within STOP_SPARK_TIMEOUT_S."""
+    """Stop the SparkContext once the cancelled tasks have ended (Spark kills their Python workers
+    after ``spark.python.task.killTimeout``; stopping under a task still ending logs an ERROR with a
+    Java stack trace, "Block broadcast_0 does not exist"), all within STOP_SPARK_TIMEOUT_S."""
     sc = _spark_context()
     if sc is None:
         return
 
     def stop():
+        try:
+            deadline = time.monotonic() + STOP_SPARK_TIMEOUT_S / 2
+            while _tasks_running(sc) and time.monotonic() < deadline:
+                time.sleep(0.1)
+        except Exception:
+            pass
         try:
             sc.stop()
         except Exception:

@@ -10,7 +10,6 @@ written with delta-rs (``udfs.delta_tables``). Nothing here downloads anything: 
 from __future__ import annotations
 
 import os
-import signal
 import sys
 from pathlib import Path
 from typing import Mapping, Optional
@@ -50,11 +49,10 @@ def build_session(app_name: str, *, master: Optional[str] = None, conf: Optional
         builder = builder.master(DEFAULT_MASTER)
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
-    before = signal.getsignal(signal.SIGINT)
-    spark = builder.getOrCreate()
-    from udfs.interrupts import install_again_after_spark_starts
+    from udfs.interrupts import while_spark_starts
 
-    install_again_after_spark_starts(before)        # PySpark's own SIGINT handler breaks Py4J: keep the job's
+    with while_spark_starts():          # Ctrl-C meanwhile stops the job once Spark is up (udfs.interrupts)
+        spark = builder.getOrCreate()
     from udfs.kafkalog_source import register
 
     register(spark)
