@@ -32,6 +32,7 @@ Exit codes: 128 + the signal number, as a shell reports a process a signal ended
 """
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sys
@@ -141,6 +142,10 @@ def _handler(signum, frame) -> None:
     if _state.signum is not None:
         raise JobInterrupted(signum)                 # the second signal: stop now
     _state.signum = signum
+    # Py4J logs a broken gateway connection with a traceback through the root logger (logging.exception):
+    # after a signal that is expected — SIGTERM to the process group also reaches the JVM, which then
+    # shuts down on its own — and the one line says what happened.
+    logging.disable(logging.CRITICAL)
     if _state.starting:
         _say(f"{signal.Signals(signum).name}: stopping once Spark has started (a few seconds)")
         return                                       # while_spark_starts stops the job once Spark is up
@@ -165,8 +170,10 @@ def install() -> dict:
 
 
 def restore(before: dict) -> None:
-    """Put back the handlers ``install`` replaced; stop cancelling jobs."""
+    """Put back the handlers ``install`` replaced (and logging); stop cancelling jobs."""
     _state.done.set()
+    if _state.signum is not None:
+        logging.disable(logging.NOTSET)
     for signum, handler in before.items():
         signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 
