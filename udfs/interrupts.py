@@ -4,7 +4,9 @@ SIGTERM: cleanly, saying what it finished, leaving no process behind.
 The processes: ``spark-submit.sh`` execs the Python driver (this process); PySpark starts the JVM
 (SparkSubmit) as its child with SIGINT ignored and a pipe on its stdin, and the JVM starts pyspark's
 Python daemon, whose forked workers live in their own process group (a terminal's Ctrl-C never
-reaches them). So only the driver hears the signal, and it must stop everything itself:
+reaches them). So only the driver hears a SIGINT, and it must stop everything itself (a SIGTERM to
+the group also stops the JVM, by its shutdown hooks; the driver's logging is then silenced, as Py4J
+logs the broken connection with a traceback):
 
 - Spark started: the first signal is recorded and a thread cancels every Spark job (``cancelAllJobs``,
   again every half second until the job runner takes over, so no later stage starts). The call the
@@ -176,10 +178,6 @@ def restore(before: dict) -> None:
         logging.disable(logging.NOTSET)
     for signum, handler in before.items():
         signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
-
-
-def installed() -> bool:
-    return signal.getsignal(signal.SIGINT) is _handler
 
 
 @contextmanager
