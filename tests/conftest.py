@@ -48,7 +48,8 @@ def spark():
 # runs. ``pytest -m "not spark and not slow"`` is the core without Spark, in well under a minute.
 
 SPARK_FOLDERS = {"udfs"}
-SPARK_SUBMIT_MODULES = {"test_readme.py", "test_faults.py", "test_user_errors.py", "test_scripts.py"}
+SPARK_SUBMIT_MODULES = {"test_readme.py", "test_faults.py", "test_user_errors.py", "test_scripts.py",
+                        "test_interrupts.py"}
 # ``broker``: the test runs Apache Kafka's own broker or tools (tests/broker; tests/broker_harness.py).
 BROKER_FOLDERS = {"broker"}
 

@@ -43,7 +43,7 @@ def build_parser():
 def catalog_frame(spark, log_dirs):
     """The catalog DataFrame of ``log_dirs`` (lazy; recomputing it is harmless — it only reads)."""
     folders = list_partition_folders(log_dirs)
-    counter = count_folders(spark, len(folders), "cataloguing")
+    counter = count_folders(spark, len(folders), "cataloguing", folders)
     return map_folders(folders_frame(spark, folders), catalog_folder, CATALOG_SCHEMA, counter=counter), len(folders)
 
 
@@ -100,7 +100,11 @@ def main(argv: Sequence[str], *, spark=None) -> int:
     run_id = uuid.uuid4().hex
     df, folders = catalog_frame(spark, log_dirs)
     progress(f"cataloguing {folders} folders in {len(log_dirs)} log dir(s)")
-    df = df.cache()
+    # Computed once for the aggregates and the table below: a local checkpoint (blocks on the executors), not
+    # cache(): a cached frame's tasks carry Spark 4.2's PartitionKeyedAccumulator, which the executor heartbeater
+    # may read half-deserialized (registered before its map is read): an ERROR and a 25-line
+    # NullPointerException in a successful run (SPARK-59451).
+    df = df.localCheckpoint(eager=True)
     from pyspark.sql import functions as F
 
     kinds = {r["kind"]: (r["n"], r["bytes"]) for r in
@@ -113,7 +117,6 @@ def main(argv: Sequence[str], *, spark=None) -> int:
         table = delta_tables.write_table(df, args.catalog, mode=delta_tables.OVERWRITE, engine=args.delta_engine,
                                          metadata={"job": JOB, "run_id": run_id}).to_dict()
         progress(f"catalog written to {args.catalog} (Delta version {table['version']}, {table['rows']} rows)")
-    df.unpersist()
     segments, seg_bytes = kinds.get(SEGMENT, (0, 0))
     report = dict(job=JOB, run_id=run_id, run_at_ms=run_at, log_dirs=[filesystem.uri_for_display(d) for d in log_dirs], dry_run=bool(args.dry_run),
                   summary=dict(folders=folders, segments=segments, segment_bytes=seg_bytes or 0,

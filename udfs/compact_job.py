@@ -34,14 +34,17 @@ from kafkalog.log.durable import fenced
 from kafkalog.log.filesystem import refuse_uris
 from kafkalog.log.lock import held_fences
 
-from udfs import delta_tables
+from udfs import delta_tables, interrupts
 from udfs.job import EXIT_OK, EXIT_PARTIAL, add_config_arguments, add_html_argument, base_parser, locked_log_dirs, parse_time_ms, progress, start_job, table_path, write_html, write_report
 from kafkalog.config import did_you_mean
 from kafkalog.errors import UsageError
 from udfs.partitions import partition_folders_of, topics_option
+from udfs.progress import count_folders
+from kafkalog.lookup.time_spec import format_epoch_ms
 from udfs.session import build_session
 
 JOB = "compact"
+INTERRUPTED = "interrupted"      # status and outcome of a partition whose task a SIGINT/SIGTERM cut short
 DESCRIPTION = ("Compact every compacted partition of the log dirs as Kafka's log cleaner would (spec §7), in "
                "parallel, one task per partition with a compiled exact key map; --dry-run writes nothing but the "
                "report.")
@@ -90,7 +93,7 @@ def build_parser():
         "is cleaned in this run. The dirty range ends at the active segment, the high watermark, the first\n"
         "open transaction and min.compaction.lag.ms, rounded down to a segment boundary.\n\n"
         "Report: {\"partitions\": [{topic, partition, status, reason, cleanable_ratio, bytes_before, ...}],\n"
-        "\"summary\": {...}, \"explain\": [...]}. Exit 0 done, 1 some partitions or log dirs failed, 2 bad arguments."))
+        "\"summary\": {...}, \"explain\": [...]}. Exit 0 done, 1 some partitions or log dirs failed, 2 bad arguments,\n130/143 interrupted by Ctrl-C/SIGTERM."))
     parser.add_argument("--topics", metavar="T[,T...]", help="only these topics")
     parser.add_argument("--now-ms", type=parse_time_ms, metavar="T",
                         help="clean as of this time (epoch ms or ISO-8601; default: now): delete horizons, "
@@ -134,6 +137,7 @@ def compact_folders(spark, folders: Sequence[Tuple[str, str]], *, configs, now: 
     order = sorted(folders, key=lambda df: -_log_bytes(df[1]))
 
     fences = held_fences()       # the driver's locks: a worker changes nothing once they are gone
+    counter = count_folders(spark, len(order), "planning compaction" if dry_run else "compacting", order)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
@@ -143,11 +147,31 @@ def compact_folders(spark, folders: Sequence[Tuple[str, str]], *, configs, now: 
                 with fenced([fences.get(log_dir)]):
                     rows.append(run_partition(log_dir, folder, configs=configs, now_ms=now, dry_run=dry_run,
                                               explain=explain.get(folder, []), map_budget_bytes=budget))
+                counter.add(folder, rows[-1])
             if rows:
                 yield pa.RecordBatch.from_pylist(rows, schema=ROW_SCHEMA)
 
     ids = spark.range(0, len(order), numPartitions=len(order))
-    return ids.mapInArrow(run, from_arrow_schema(ROW_SCHEMA)).toArrow().to_pylist()
+    try:
+        return ids.mapInArrow(run, from_arrow_schema(ROW_SCHEMA)).toArrow().to_pylist()
+    except Exception:
+        if interrupts.received() is None:
+            raise
+        finished = {folder: row for folder, row in counter.finished()}   # rows of the tasks that ended
+        return [finished.get(folder) or interrupted_row(log_dir, folder) for log_dir, folder in order]
+
+
+def interrupted_row(log_dir: str, folder: str) -> dict:
+    """The report row of a partition whose task had not ended when the job was interrupted: as it
+    was, compacted (a task that ended after the cancel), or with ``.cleaned``/``.swap`` files that
+    ``kafkalog recover`` (or a broker's startup) finishes — never half-swapped."""
+    row = {f: None for f in ROW_FIELDS}
+    topic, _, partition = os.path.basename(folder).rpartition("-")
+    row.update(log_dir=log_dir, partition_dir=folder, topic=topic or os.path.basename(folder),
+               partition=int(partition) if partition.isdigit() else -1, status=INTERRUPTED, outcome=INTERRUPTED,
+               reason="interrupted before its task ended: untouched, or recoverable with `kafkalog recover`",
+               explain=[])
+    return row
 
 
 # --- the job ---------------------------------------------------------------------------------
@@ -249,7 +273,7 @@ def main(argv: Sequence[str], *, spark=None) -> int:
                 if name.rsplit("-", 1)[0] == topic and name.rsplit("-", 1)[-1] == str(partition):
                     asked.setdefault(folder, []).append(offset)
         progress(f"{'dry-run of' if args.dry_run else 'compacting'} {len(folders)} folders in {len(usable)} "
-                 f"log dir(s) as of {now}, one task per folder")
+                 f"log dir(s) as of {format_epoch_ms(now)}, one task per folder")
         stage_started = time.monotonic()
         rows = compact_folders(spark, folders, configs=configs, now=now, dry_run=args.dry_run, explain=asked)
         stage_s = time.monotonic() - stage_started
@@ -258,7 +282,8 @@ def main(argv: Sequence[str], *, spark=None) -> int:
     explained = [dict(topic=t, partition=n, offset=o, explanation=_explain_text(t, n, o, rows, asked))
                  for t, n, o in args.explain]
     audit = None
-    if args.audit and partitions:
+    stopped = interrupts.received() is not None
+    if args.audit and partitions and not stopped:     # after a signal no further Spark job runs
         audit_input = audit_rows(partitions, run_id=run_id, run_at=run_at, now=now, dry_run=args.dry_run)
         audit = delta_tables.append_rows(spark, audit_input, AUDIT_SCHEMA, args.audit, engine=args.delta_engine,
                                          metadata={"job": JOB, "run_id": run_id, "dry_run": str(args.dry_run).lower()})
@@ -268,9 +293,15 @@ def main(argv: Sequence[str], *, spark=None) -> int:
                    duration_s=round(time.monotonic() - started, 3), stage_s=round(stage_s, 3))
     report = dict(job=JOB, run_id=run_id, now_ms=now, dry_run=bool(args.dry_run), summary=summary,
                   partitions=partitions, explain=explained, audit=audit)
+    if stopped:
+        report["interrupted"] = dict(signal=interrupts.signal_name(), partitions=summary["statuses"].get(INTERRUPTED, 0))
     _print_summary(report)
     write_report(args.report, report)
     write_html(args.html, report)
+    if stopped:
+        done = summary["statuses"].get(WOULD_CLEAN if args.dry_run else CLEANED, 0)
+        interrupts.note_finished(done, len(partitions), "would be compacted" if args.dry_run else "compacted",
+                                 report=args.report)
     failed = summary["statuses"].get(ERROR, 0) or refused
     return EXIT_PARTIAL if failed else EXIT_OK
 
@@ -279,7 +310,8 @@ def _print_summary(report: dict) -> None:
     s = report["summary"]
     dry = report["dry_run"]
     done = s["statuses"].get(WOULD_CLEAN if dry else CLEANED, 0)
-    print(f"compaction {'plan (dry run)' if dry else 'done'} as of now_ms={report['now_ms']}: {done} of "
+    state = "plan (dry run)" if dry else "interrupted" if report.get("interrupted") else "done"
+    print(f"compaction {state} as of {format_epoch_ms(report['now_ms'])}: {done} of "
           f"{s['partitions']} partitions {'would be ' if dry else ''}cleaned, {s['bytes_removed']:,} bytes and "
           f"{s['records_read'] - s['records_kept']:,} records {'to be ' if dry else ''}removed")
     for p in report["partitions"]:

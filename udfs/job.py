@@ -3,14 +3,16 @@
 
 Exit codes: 0 done; 1 done, but some partitions or log dirs failed (the report says which); 2 bad
 arguments or configuration (nothing was touched); 3 the job itself failed (Spark or a worker died: the
-traceback, then one line saying what to do next). Errors are one line naming what is wrong and what to
-do — never a traceback for bad input.
+traceback, then one line saying what to do next); 130 / 143 stopped by SIGINT (Ctrl-C) / SIGTERM
+(``udfs.interrupts``: what finished is reported, one line says what to do). Errors are one line naming
+what is wrong and what to do — never a traceback for bad input.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 import uuid
@@ -27,7 +29,7 @@ from kafkalog.log.lock import holder_and_hint, is_locked, lock_log_dir
 from kafkalog.lookup.time_spec import parse_epoch_ms
 from kafkalog.tools.arguments import check_log_dir
 
-from udfs import progress as _progress
+from udfs import interrupts, progress as _progress
 
 EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, EXIT_FAILED = 0, 1, 2, 3
 
@@ -295,8 +297,48 @@ def _json_default(value):
 
 
 def run(job: str, main: Callable[[Sequence[str]], int], argv: Optional[Sequence[str]] = None) -> int:
-    """Run a job's ``main`` and turn failures into exit codes and one-line messages."""
+    """Run a job's ``main`` and turn failures into exit codes and one-line messages; SIGINT and
+    SIGTERM stop it cleanly (``udfs.interrupts``)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    handlers = interrupts.install()
+    try:
+        try:
+            code = _run_main(job, main, argv)
+        except (interrupts.JobInterrupted, KeyboardInterrupt):
+            code = None
+        if interrupts.received() is None:
+            if code is not None:
+                return code
+            interrupts.mark(signal.SIGINT)          # a KeyboardInterrupt our handler did not see
+        if code is None:
+            _report_interrupted(job, argv)
+        return interrupts.finish(job, code, report=interrupts.report_option(argv))
+    finally:
+        interrupts.restore(handlers)
+
+
+def _report_interrupted(job: str, argv: Sequence[str]) -> None:
+    """After a signal, the report a job did not write itself: each folder of its last progress
+    counter, finished (with what it reported, when it did) or interrupted."""
+    path = interrupts.report_option(argv)
+    if not path or interrupts.noted_report():
+        return
+    counter = _progress.latest_counter()
+    finished = {} if counter is None else dict(counter.finished())
+    folders = [] if counter is None else counter.folders
+    partitions = [dict(log_dir=d, partition_dir=f, status="finished" if f in finished else "interrupted")
+                  for d, f in folders]
+    done = sum(p["status"] == "finished" for p in partitions)
+    report = dict(job=job, interrupted=dict(signal=interrupts.signal_name(), what=counter.what if counter else None,
+                                            finished=done, total=len(folders)), partitions=partitions)
+    try:
+        write_report(path, report)
+    except (OSError, KafkalogError):
+        return
+    interrupts.note_finished(done, len(folders), "finished", report=path) if folders else interrupts.note_report(path)
+
+
+def _run_main(job: str, main: Callable[[Sequence[str]], int], argv: list) -> Optional[int]:
     try:
         with _progress.watch():
             return main(argv)
@@ -312,6 +354,8 @@ def run(job: str, main: Callable[[Sequence[str]], int], argv: Optional[Sequence[
     except SystemExit as exc:     # --help
         return int(exc.code or 0) if isinstance(exc.code, int) else EXIT_OK
     except Exception as exc:      # a Spark or worker failure (e.g. out of memory): say what to do next
+        if interrupts.received() is not None:         # a job cancelled by SIGINT/SIGTERM: run() says so
+            return None
         import traceback
         traceback.print_exc()
         first = (str(exc).strip().splitlines() or [""])[0][:300]

@@ -168,7 +168,7 @@ def main(argv: Sequence[str], *, spark=None) -> int:
     spark = spark or build_session(f"kafkalog-{JOB}", master=args.master)
     include = lag.group_matcher(args.group or (), args.group_pattern or ())
     progress(f"replaying {len(coordinators)} {CONSUMER_OFFSETS_TOPIC} partition(s) in {len(log_dirs)} log dir(s)")
-    counter = count_folders(spark, len(coordinators), "replaying __consumer_offsets")
+    counter = count_folders(spark, len(coordinators), "replaying __consumer_offsets", coordinators)
     rows = [r.asDict() for r in map_folders(folders_frame(spark, coordinators), committed_folder(include),
                                             COMMIT_ROW_SCHEMA, counter=counter).collect()]
     commits = [r for r in rows if r["kind"] == "commit"]
@@ -186,7 +186,7 @@ def main(argv: Sequence[str], *, spark=None) -> int:
     ends: dict = {}
     if measured:
         progress(f"measuring {len(measured)} partition(s) the commits name")
-        counter = count_folders(spark, len(measured), "measuring partitions")
+        counter = count_folders(spark, len(measured), "measuring partitions", measured)
         for r in map_folders(folders_frame(spark, measured), end_folder, END_ROW_SCHEMA, counter=counter).collect():
             if r["error"] is not None:
                 errors.append(f"{r['folder']}: {r['error']}")

@@ -140,9 +140,9 @@ def main(argv: Sequence[str], *, spark=None) -> int:
     queries = read_queries(spark, args.queries)
     folders = partition_folders(spark, log_dirs, args.catalog)
     progress(f"{len(folders)} partitions known; answering queries from {args.queries}")
-    answers = lookup_frame(queries, folders, isolation=args.isolation, dry_run=args.dry_run).cache()
-    table = answers.toArrow()
-    answers.unpersist()
+    # One action, so nothing to cache (a cached frame's tasks carry Spark 4.2's PartitionKeyedAccumulator,
+    # whose half-deserialized copy the executor heartbeater reads: an NPE in the log, SPARK-59451).
+    table = lookup_frame(queries, folders, isolation=args.isolation, dry_run=args.dry_run).toArrow()
     by_why: dict = {}
     for why in table.column("why").to_pylist():
         by_why[why] = by_why.get(why, 0) + 1

@@ -104,7 +104,7 @@ def map_folders(df, per_folder: Callable[[str, str, dict], list[dict]], schema: 
                 with fenced([fences.get(log_dir)]):
                     rows.extend(per_folder(log_dir, folder, cache))
                 if counter is not None:
-                    counter.add(1)
+                    counter.add(folder)
             if rows:
                 yield pa.RecordBatch.from_pylist(rows, schema=schema).cast(out_schema)
 

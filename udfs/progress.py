@@ -17,6 +17,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Optional, TextIO
 
+from pyspark.accumulators import AccumulatorParam
+
 POLL_S = 0.5
 LINE_EVERY_S = 2.0          # plain-line mode: at most one progress line this often (and the last one)
 BAR_WIDTH = 24
@@ -119,33 +121,62 @@ def message(text: str) -> None:
     LINE.message(text)
 
 
-class FolderCounter:
-    """Counts partition folders done on the executors (``add`` runs in the task) for the watcher."""
+class _Appended(AccumulatorParam):
+    """An accumulator of a list: tasks append, the driver sees every finished task's items."""
 
-    def __init__(self, spark, total: int, what: str):
-        self.accumulator = spark.sparkContext.accumulator(0)
+    def zero(self, value):
+        return []
+
+    def addInPlace(self, value1, value2):
+        value1.extend(value2)
+        return value1
+
+
+class FolderCounter:
+    """Counts partition folders done on the executors (``add`` runs in the task) for the watcher, and
+    keeps what each finished folder reported (``finished``): an interrupted job reports those. A task's
+    additions reach the driver when the task ends, even when the job is cancelled afterwards."""
+
+    def __init__(self, spark, total: int, what: str, folders=None):
+        self.accumulator = spark.sparkContext.accumulator([], _Appended())
         self.total = total
         self.what = what
+        self.folders = list(folders or [])
 
-    def add(self, n: int = 1) -> None:
-        self.accumulator.add(n)
+    def add(self, folder: str, row: Optional[dict] = None) -> None:
+        """In a task: ``folder`` is done; ``row``, when given, is what it reported."""
+        self.accumulator.add([(folder, row)])
+
+    @property
+    def done(self) -> int:
+        return len(self.accumulator.value)
+
+    def finished(self) -> list:
+        """(folder, row) of every folder done so far, in the order they reached the driver."""
+        return list(self.accumulator.value)
 
 
 _current: Optional[FolderCounter] = None
+_latest: Optional[FolderCounter] = None
 
 
-def count_folders(spark, total: int, what: str) -> FolderCounter:
+def count_folders(spark, total: int, what: str, folders=None) -> FolderCounter:
     """A counter for ``total`` folders, shown by the running ``watch`` until the job ends or the next
-    counter replaces it."""
-    global _current
-    _current = FolderCounter(spark, total, what)
+    counter replaces it. ``folders``: the (log dir, folder) pairs, for an interrupted job's report."""
+    global _current, _latest
+    _current = _latest = FolderCounter(spark, total, what, folders)
     return _current
+
+
+def latest_counter() -> Optional[FolderCounter]:
+    """The last counter this process made (kept after ``watch`` ends), or None."""
+    return _latest
 
 
 def _poll_once() -> None:
     counter = _current
     if counter is not None:
-        LINE.update(counter.what, counter.accumulator.value, counter.total, "partitions")
+        LINE.update(counter.what, counter.done, counter.total, "partitions")
         return
     from pyspark import SparkContext
 

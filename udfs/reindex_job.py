@@ -48,7 +48,7 @@ def build_parser():
         "reports all identical. The active (last) segment belongs to a running broker: skipped unless\n"
         "--include-active.\n\n"
         "Report: {\"files\": [one row per index file], \"summary\": {...}, \"partitions\": [...]}.\n"
-        "Exit 0 done, 1 some partitions or log dirs failed or were refused (see the report), 2 bad arguments."))
+        "Exit 0 done, 1 some partitions or log dirs failed or were refused (see the report), 2 bad arguments,\n130/143 interrupted by Ctrl-C/SIGTERM."))
     parser.add_argument("--verify-only", action="store_true", help="classify only; change nothing")
     parser.add_argument("--include-active", action="store_true",
                         help="also check (and rebuild) each partition's active segment; only when no broker runs")
@@ -80,7 +80,7 @@ def reindex_frame(spark, folders, *, configs, verify_only: bool, include_active:
             return [partition_error_row(log_dir=log_dir, folder=folder, topic=topic, partition=partition,
                                         message=str(exc))]
 
-    counter = count_folders(spark, len(folders), "verifying indexes" if verify_only else "reindexing")
+    counter = count_folders(spark, len(folders), "verifying indexes" if verify_only else "reindexing", folders)
     return map_folders(folders_frame(spark, folders), per_folder, REINDEX_SCHEMA, counter=counter)
 
 
@@ -144,12 +144,28 @@ def main(argv: Sequence[str], *, spark=None) -> int:
     return EXIT_PARTIAL if summary["errors"] or refused else EXIT_OK
 
 
+# Why reindex leaves the active segment alone: the only "skipped" it counts.
+SKIPPED_WHY = ("the active segment: a broker writes its indexes as it appends and rebuilds them on an unclean "
+               "start; --include-active checks them too")
+
+
+def class_words(cls: str, n: int) -> str:
+    """One class count of the summary, e.g. "12 identical"; a skip says why.
+
+    :param cls: the row class (identical, valid, missing, corrupt, error, skipped).
+    :param n: how many files or segments have it.
+    """
+    return f"{n} {cls} (the active segment{'s' if n != 1 else ''}, left alone without --include-active)" \
+        if cls == "skipped" else f"{n} {cls}"
+
+
 def _print_summary(s: dict) -> None:
     verb = "verified" if s["verify_only"] else "reindexed"
     print(f"reindex: {s['files']} index files in {s['partitions']} partitions {verb}"
-          + (f"; {s['active_segments_skipped']} active segments skipped" if s["active_segments_skipped"] else ""))
+          + (f"; {s['active_segments_skipped']} active segments skipped ({SKIPPED_WHY})"
+             if s["active_segments_skipped"] else ""))
     for kind, counts in s["classes"].items():
-        print(f"  {kind}: " + ", ".join(f"{n} {c}" for c, n in sorted(counts.items())))
+        print(f"  {kind}: " + ", ".join(class_words(c, n) for c, n in sorted(counts.items())))
     for action, n in sorted(s["actions"].items()):
         print(f"  {action}: {n}")
     for c in s["corrupt"]:

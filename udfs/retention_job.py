@@ -33,6 +33,7 @@ from udfs.job import (EXIT_OK, EXIT_PARTIAL, add_config_arguments, add_html_argu
 from udfs.partitions import (cached_checkpoints, folders_frame, map_folders, partition_folders_of, spark_arrow_schema,
                              topics_option)
 from udfs.progress import count_folders
+from kafkalog.lookup.time_spec import format_epoch_ms
 from udfs.session import build_session
 
 JOB = "retention"
@@ -69,7 +70,7 @@ def build_parser():
         "breaches is deletable. For a backup copied without that file, --high-watermark-missing=log-end\n"
         "treats everything as replicated.\n\n"
         "Report: {\"segments\": [{topic, partition, base_offset, size, decision, rule, ...}], \"summary\": {...},\n"
-        "\"partitions\": [...]}. Exit 0 done, 1 some partitions failed (see the report), 2 bad arguments."))
+        "\"partitions\": [...]}. Exit 0 done, 1 some partitions failed (see the report), 2 bad arguments,\n130/143 interrupted by Ctrl-C/SIGTERM."))
     parser.add_argument("--now-ms", type=parse_time_ms, metavar="T",
                         help="decide as of this time (epoch ms or ISO-8601; default: now)")
     parser.add_argument("--execute", action="store_true",
@@ -110,7 +111,7 @@ def plan_and_apply(spark, folders, *, configs, now, hw_missing, execute, delete_
                                    checkpoints=checkpoints)
         return [public_outcome(outcome)]
 
-    counter = count_folders(spark, len(folders), "applying retention" if execute else "planning retention")
+    counter = count_folders(spark, len(folders), "applying retention" if execute else "planning retention", folders)
     df = map_folders(folders_frame(spark, folders), per_folder, OUTCOME_SCHEMA, counter=counter)
     return df.toArrow().to_pylist()
 
@@ -145,7 +146,7 @@ def main(argv: Sequence[str], *, spark=None) -> int:
         folders = partition_folders_of(usable, topics)
         spark = spark or build_session(f"kafkalog-{JOB}", master=args.master)
         progress(f"{'applying' if args.execute else 'planning'} retention for {len(folders)} folders "
-                 f"in {len(usable)} log dir(s) as of {now}")
+                 f"in {len(usable)} log dir(s) as of {format_epoch_ms(now)}")
         outcomes = plan_and_apply(spark, folders, configs=configs, now=now, hw_missing=args.high_watermark_missing,
                                   execute=args.execute, delete_delay_ms=args.delete_delay_ms,
                                   run_id=run_id, log_starts=None if args.execute else log_starts) if folders else []
@@ -219,7 +220,7 @@ def _print_summary(report: dict) -> None:
         return (f" ({t['segments_deleted_earlier']} segments, {t['bytes_freed_earlier']:,} bytes of them by an "
                 "earlier attempt of a retried task)")
 
-    print(f"retention {'applied' if report['executed'] else 'plan (dry run)'} as of now_ms={report['now_ms']}: "
+    print(f"retention {'applied' if report['executed'] else 'plan (dry run)'} as of {format_epoch_ms(report['now_ms'])}: "
           f"{s['segments_deleted'] + s['segments_deleted_earlier']} of {s['segments']} segments, "
           f"{s['bytes_freed'] + s['bytes_freed_earlier']:,} bytes {verb}{earlier(s)}")
     for topic, t in s["topics"].items():

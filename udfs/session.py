@@ -49,7 +49,10 @@ def build_session(app_name: str, *, master: Optional[str] = None, conf: Optional
         builder = builder.master(DEFAULT_MASTER)
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    from udfs.interrupts import while_spark_starts
+
+    with while_spark_starts():          # Ctrl-C meanwhile stops the job once Spark is up (udfs.interrupts)
+        spark = builder.getOrCreate()
     from udfs.kafkalog_source import register
 
     register(spark)

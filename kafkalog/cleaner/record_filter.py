@@ -57,16 +57,18 @@ class BatchRetention(str, enum.Enum):
 class RecordReason(str, enum.Enum):
     """Why one record was kept or removed (``explain``)."""
 
-    KEPT_LATEST = "kept: latest record of its key in the cleaned range"
-    KEPT_NOT_IN_MAP = "kept: its key does not occur in the dirty range"
-    KEPT_BEYOND_MAP = "kept: offset at or past the round's upper bound"
-    KEPT_TOMBSTONE = "kept: latest tombstone of its key, delete horizon not reached"
-    KEPT_CONTROL = "kept: control record (transaction marker) still needed or not past its horizon"
-    REMOVED_SUPERSEDED = "removed: a later record has the same key"
-    REMOVED_NULL_KEY = "removed: null key (invalid in a compacted topic)"
-    REMOVED_TOMBSTONE_EXPIRED = "removed: tombstone past its delete horizon"
-    REMOVED_ABORTED = "removed: data of an aborted transaction"
-    REMOVED_MARKER = "removed: transaction marker past its delete horizon, its transaction's data is gone"
+    # Kafka's words first (kept / removed — superseded, tombstone past horizon, aborted, marker past
+    # horizon), then why; ``--explain`` prints them as they are.
+    KEPT_LATEST = "kept — the latest record of its key in the cleaned range"
+    KEPT_NOT_IN_MAP = "kept — its key has no later record in the dirty range"
+    KEPT_BEYOND_MAP = "kept — at or past the round's upper bound, not cleaned this round"
+    KEPT_TOMBSTONE = "kept — the latest tombstone of its key, its delete horizon not reached (delete.retention.ms)"
+    KEPT_CONTROL = "kept — transaction marker, still needed or not past its delete horizon"
+    REMOVED_SUPERSEDED = "removed — superseded: a later record has the same key"
+    REMOVED_NULL_KEY = "removed — null key (invalid in a compacted topic)"
+    REMOVED_TOMBSTONE_EXPIRED = "removed — tombstone past horizon: past its delete horizon (delete.retention.ms)"
+    REMOVED_ABORTED = "removed — aborted: data of an aborted transaction"
+    REMOVED_MARKER = "removed — marker past horizon: a transaction marker past its delete horizon, its data gone"
 
     @property
     def kept(self) -> bool:

@@ -26,6 +26,30 @@ class BatchAudit:
     written: str       # "original" | "rewritten" | "empty" | "removed"
 
 
+# How a batch ended, in an operator's words (``BatchAudit.written``)
+_WRITTEN_WORDS = {"original": "copied unchanged", "rewritten": "rewritten with the records kept",
+                  "empty": "kept as an empty batch"}
+
+
+def batch_words(batch: BatchAudit) -> str:
+    """What the round did to ``batch``, for ``--explain``: "batch 0..9 rewritten with the records
+    kept", "batch 4..4 removed: aborted transactional data of producer 7", "batch 0..0 kept as an
+    empty batch (last batch of active producer 3: kept even if emptied)" — Kafka's batch retention
+    (DELETE / DELETE_EMPTY / RETAIN_EMPTY) said as what happened.
+
+    :param batch: the batch's audit row.
+    """
+    span = f"batch {batch.base_offset}..{batch.last_offset}"
+    if batch.written == "removed":
+        why = (batch.reason.split(": ", 1)[1] if batch.retention is BatchRetention.DELETE and ": " in batch.reason
+               else "no record of it survived")
+        return f"{span} removed: {why}"
+    words = f"{span} {_WRITTEN_WORDS.get(batch.written, batch.written)}"
+    if batch.retention is BatchRetention.RETAIN_EMPTY:
+        words += f" ({batch.reason.split(':', 1)[0]}: kept even if emptied)"
+    return words
+
+
 @dataclass
 class GroupResult:
     base_offset: int
@@ -100,8 +124,7 @@ class PartitionCleanResult:
             if b.base_offset <= offset <= b.last_offset:
                 why = self.record_reasons.get(offset)
                 rec = why.value if why is not None else "no record at this offset (compacted away earlier)"
-                return f"offset {offset}: {rec}; batch {b.base_offset}..{b.last_offset}: {b.retention.value}, " \
-                       f"{b.reason}, written {b.written}"
+                return f"offset {offset}: {rec}; {batch_words(b)}"
         if self.end_offset is not None and offset >= self.end_offset:
             return (f"offset {offset}: not cleaned this round: at or past the first uncleanable offset "
                     f"{self.end_offset} (active segment, high watermark, open transaction or min.compaction.lag.ms)")

@@ -19,6 +19,24 @@ _ONE_MS = _dt.timedelta(milliseconds=1)
 _INTEGER = re.compile(r"[+-]?\d+")
 
 
+def format_epoch_ms(ms: int) -> str:
+    """``ms`` as an operator reads it: UTC ISO-8601 beside the epoch milliseconds Kafka stores, e.g.
+    ``2023-11-14T22:13:20Z (1700000000000 ms)``; milliseconds shown only when not zero
+    (``…20.250Z``). A time outside the calendar (Kafka's -1 "no timestamp", or years past 9999) is
+    the number alone.
+
+    :param ms: epoch milliseconds.
+    """
+    try:
+        moment = _EPOCH + _dt.timedelta(milliseconds=ms)
+    except OverflowError:
+        return f"{ms} ms"
+    if ms < 0:
+        return f"{ms} ms"
+    fraction = f".{ms % 1000:03d}" if ms % 1000 else ""
+    return f"{moment.strftime('%Y-%m-%dT%H:%M:%S')}{fraction}Z ({ms} ms)"
+
+
 def _integer_ms(text: str, s: str) -> int:
     value = int(s)
     if not INT64_MIN <= value <= INT64_MAX:

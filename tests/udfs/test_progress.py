@@ -58,8 +58,9 @@ def test_the_watcher_reports_folders_counted_on_the_executors(spark, monkeypatch
     monkeypatch.setattr(progress, "LINE", ProgressLine(stream, tty=False))
     counter = progress.count_folders(spark, 6, "testing")
     with progress.watch():
-        spark.sparkContext.parallelize(range(6), 3).foreach(lambda _: counter.add(1))
+        spark.sparkContext.parallelize(range(6), 3).foreach(lambda i: counter.add(f"t-{i}", {"n": i}))
     assert stream.getvalue().splitlines()[-1].endswith("] testing: 6/6 partitions")
+    assert sorted(counter.finished()) == [(f"t-{i}", {"n": i}) for i in range(6)]
 
 
 def test_the_watcher_keeps_polling_after_a_poll_fails(monkeypatch):

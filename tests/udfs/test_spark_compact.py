@@ -175,7 +175,9 @@ def test_explain_matches_the_local_cleaner(spark, tmp_path, capsys):
                             now_ms=NOW, dry_run=True)
     for o in offsets:
         assert f"explain {TOPIC}-0@{o}: {local.explain(o)}\n" in out
-    assert "removed: a later record has the same key" in out and "removed: data of an aborted transaction" in out
+    assert "removed — superseded: a later record has the same key" in out
+    assert "removed — aborted: data of an aborted transaction" in out
+    assert "DELETE_EMPTY" not in out and "written rewritten" not in out
     assert f"explain {TOPIC}-3@1: offset 1: partition not cleaned (dirty ratio is not above" in out
 
 

@@ -206,6 +206,8 @@ def test_spark_submit_script_runs_a_job_with_the_zip(tmp_path):
     assert re.search(r"\] planning retention: (\d+)/\1 partitions$", done.stderr, re.M), done.stderr
     assert "starting Spark" in done.stderr
     assert json.loads(report.read_text())["summary"]["segments_deleted"] == 4
+    # issue 33: a successful run says nothing alarming — no ERROR line, no stack trace (Python or Java)
+    assert not re.search(r"^\S+ \S+ ERROR |Traceback|Exception|^\s+at [\w.$]+\(", done.stderr, re.M), done.stderr
 
 
 def test_delta_engine_choice_without_delta_jars(spark, tmp_path):
