@@ -379,12 +379,23 @@ def pack(pieces: Sequence[Piece], target: int, min_partitions: Optional[int] = N
             size = p.size
     while min_partitions and len(tasks) < min_partitions:
         splittable = [t for t in tasks if len(t) > 1]
-        if not splittable:
+        if splittable:
+            biggest = max(splittable, key=lambda t: sum(p.size for p in t))
+            i = tasks.index(biggest)
+            half = len(biggest) // 2
+            tasks[i:i + 1] = [biggest[:half], biggest[half:]]
+            continue
+        # every task is one byte range no index entry cuts (small segments): split its offsets instead, as
+        # Spark's Kafka source does (KafkaOffsetRangeCalculator splits offset ranges, not bytes). Both halves
+        # read the same bytes and keep their own offsets.
+        by_offsets = [t for t in tasks if t[0].offset_hi - t[0].offset_lo > 1]
+        if not by_offsets:
             break
-        biggest = max(splittable, key=lambda t: sum(p.size for p in t))
+        biggest = max(by_offsets, key=lambda t: (t[0].size, t[0].offset_hi - t[0].offset_lo))
         i = tasks.index(biggest)
-        half = len(biggest) // 2
-        tasks[i:i + 1] = [biggest[:half], biggest[half:]]
+        piece = biggest[0]
+        mid = piece.offset_lo + (piece.offset_hi - piece.offset_lo) // 2
+        tasks[i:i + 1] = [[replace(piece, offset_hi=mid)], [replace(piece, offset_lo=mid)]]
     return [ScanTask(tuple(t)) for t in tasks]
 
 
