@@ -123,7 +123,10 @@ def delta_spark_available(spark) -> bool:
     if DELTA_EXTENSION not in extensions:
         return False
     try:
-        spark._jvm.java.lang.Class.forName(DELTA_EXTENSION)   # noqa: SLF001 - the documented way to probe
+        # through the thread's context class loader: jars given as spark.jars (udfs.spark_jars) are on
+        # Spark's class loader, not the JVM's system one that Class.forName(name) would ask
+        jvm = spark._jvm   # noqa: SLF001 - the documented way to probe
+        jvm.java.lang.Thread.currentThread().getContextClassLoader().loadClass(DELTA_EXTENSION)
         return True
     except Exception:
         return False
