@@ -349,7 +349,9 @@ class KafkalogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         pranges = []
         for r in ranges:
             f = facts[(r.topic, r.partition)]
-            aborted = read_committed_view(f, r.end)[1] if self.options.read_committed else ()
+            # replayed up to the partition's readable end, not the micro-batch's: maxOffsetsPerTrigger may end a
+            # micro-batch inside a transaction whose abort marker comes later, and its records are still aborted
+            aborted = read_committed_view(f, f.latest)[1] if self.options.read_committed else ()
             pranges.append(PartitionRange(f, r.start, r.end, aborted_in(aborted, r.start, r.end)))
         total = sum(s.size for r in pranges for s in r.facts.segments)
         target = target_bytes(total, parallelism=os.cpu_count() or 1,

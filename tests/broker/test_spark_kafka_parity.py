@@ -87,6 +87,13 @@ def _cases():
 
 
 CASES = _cases()
+# readStream with Trigger.AvailableNow into foreachBatch: each micro-batch's rows and offsets JSON
+STREAM_CASES = [
+    ("stream-available-now", {"subscribe": f"{A},{B}", "startingOffsets": "earliest", "includeHeaders": "true"}),
+    ("stream-max-offsets", {"subscribe": A, "startingOffsets": "earliest", "maxOffsetsPerTrigger": "7"}),
+    ("stream-read-committed", {"subscribe": TX, "startingOffsets": "earliest", "maxOffsetsPerTrigger": "3",
+                               "kafka.isolation.level": "read_committed"}),
+]
 # where Spark's Kafka source refuses a query: what ours must say instead of reading something else
 OUR_ERRORS = {"by-timestamp-strategy-error": "has a timestamp at or after",
               "deleted-range-fail-on-data-loss-true": "failOnDataLoss=false"}
@@ -128,10 +135,23 @@ def written(module_broker, spark):
             expected[case_id] = (df.orderBy(*ORDER).collect(), df.schema, df.rdd.getNumPartitions())
         except Exception as e:   # noqa: BLE001 - Spark's Kafka source refused the query: ours must too
             expected[case_id] = (e, df.schema, None)
+    for case_id, options in STREAM_CASES:
+        reader = spark.readStream.format("kafka").options(**options).option("kafka.bootstrap.servers", b.bootstrap)
+        expected[case_id] = _stream(reader.load(), b.data_dir.parent / f"ckpt-kafka-{case_id}")
     live_copy = b.data_dir.parent / "copy-taken-while-running"
     shutil.copytree(b.data_dir, live_copy)
     b.stop()
     return b.data_dir, expected, live_copy
+
+
+def _stream(df, checkpoint):
+    """Run a stream to its end with Trigger.AvailableNow: ([(batch id, rows ordered, offsets JSON)], schema)."""
+    batches = []
+    df.writeStream.foreachBatch(lambda batch, i: batches.append((i, batch.orderBy(*ORDER).collect()))) \
+        .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start().awaitTermination(300)
+    offsets = {int(f.name): json.loads(f.read_text().splitlines()[-1])
+               for f in (checkpoint / "offsets").iterdir() if f.name.isdigit()}
+    return [(i, rows, offsets[i]) for i, rows in sorted(batches, key=lambda x: x[0])], df.schema
 
 
 def _ours(spark, log_dir, options):
@@ -194,3 +214,20 @@ def test_a_copy_taken_while_the_broker_runs_reads_the_same(spark, written, case_
     rows, schema, _ = expected[case_id]
     options = dict(CASES)[case_id]
     assert_df_equality(_ours(spark, live_copy, options).orderBy(*ORDER), spark.createDataFrame(rows, schema))
+
+
+@pytest.mark.parametrize("case_id,options", STREAM_CASES, ids=[c for c, _ in STREAM_CASES])
+def test_streams_give_the_same_micro_batches_and_checkpoint_offsets(spark, written, case_id, options, tmp_path):
+    """readStream from each source with AvailableNow (and maxOffsetsPerTrigger): the same micro-batches,
+    rows and schema, and the same Kafka checkpoint offsets JSON after each."""
+    from chispa import assert_df_equality
+
+    log_dir, expected, _ = written
+    theirs, their_schema = expected[case_id]
+    ours, our_schema = _stream(spark.readStream.format("kafkalog").options(**options).load(str(log_dir)),
+                               tmp_path / "ckpt")
+    assert our_schema == their_schema
+    assert [(i, o) for i, _, o in ours] == [(i, o) for i, _, o in theirs]
+    assert len(theirs) > 1 or "maxOffsetsPerTrigger" not in options
+    for (i, our_rows, _), (_, their_rows, _) in zip(ours, theirs):
+        assert_df_equality(spark.createDataFrame(our_rows, our_schema), spark.createDataFrame(their_rows, their_schema))
