@@ -20,7 +20,9 @@ import shutil
 
 import pytest
 
+from broker_harness import _unavailable
 from kafkalog.testing import broker_client as bc
+from udfs import spark_jars
 
 pytestmark = pytest.mark.spark
 
@@ -103,6 +105,8 @@ OUR_ERRORS = {"by-timestamp-strategy-error": "has a timestamp at or after",
 def written(module_broker, spark):
     """The broker writes the topics and lets its cleaner compact ``par-compact``; every case's
     format("kafka") rows are collected; the broker stops cleanly. Returns (log dir, {case: (rows, schema)})."""
+    if "kafka" not in spark_jars.cached_jars(("kafka",)):
+        _unavailable("Spark's Kafka source is not in the jar cache (python -m udfs.spark_jars fetch; .ci/run does)")
     b = module_broker
     bc.create_topic(b, A, partitions=3, configs={"retention.ms": -1})
     bc.create_topic(b, B, partitions=2, configs={"message.timestamp.type": "LogAppendTime"})
