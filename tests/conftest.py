@@ -29,7 +29,11 @@ def real_fixtures() -> Path:
 
 
 # --- Spark -----------------------------------------------------------------------------------
-# One SparkSession (local[2]) for every Spark test, built the way the jobs build theirs.
+# One SparkSession (local[2]) for every Spark test, built the way the jobs build theirs, with Spark's own
+# Kafka source loaded for the parity tests (tests/broker/test_spark_kafka_parity.py): its jars are on the
+# class path from the start (measured: no slower a start than without; only the first format("kafka")
+# query pays for loading its classes). delta-spark is not loaded here: with it, every job test would write
+# its tables through delta-spark instead of delta-rs (udfs.delta_tables picks it when present).
 
 @pytest.fixture(scope="session")
 def spark():
@@ -38,7 +42,8 @@ def spark():
 
     session = build_session("kafkalog-tests", master="local[2]",
                             conf={"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
-                                  "spark.sql.shuffle.partitions": "2"})
+                                  "spark.sql.shuffle.partitions": "2"},
+                            packages=("kafka",))
     yield session
     session.stop()
 

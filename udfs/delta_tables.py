@@ -129,7 +129,12 @@ def commit_files(path: str, files: Sequence[DataFile], schema, *, mode: str = AP
     adds = [AddAction(f.path, f.size, dict(f.partition_values), now, True, json.dumps({"numRecords": f.records}))
             for f in files]
     txns = [Transaction(app_transaction[0], int(app_transaction[1]))] if app_transaction else None
-    commit = CommitProperties(custom_metadata=dict(metadata or {}), app_transactions=txns)
+    custom = dict(metadata or {})
+    if custom:
+        # also as commitInfo's userMetadata, the one field of it delta-spark's DESCRIBE HISTORY shows (the
+        # kafkalog.* keys stay for delta-rs history()); the same JSON engine="spark" writes
+        custom["userMetadata"] = json.dumps(dict(metadata), sort_keys=True)
+    commit = CommitProperties(custom_metadata=custom, app_transactions=txns)
     if DeltaTable.is_deltatable(path):
         DeltaTable(path).create_write_transaction(adds, mode=mode, schema=schema, partition_by=list(partition_by) or None,
                                                   commit_properties=commit)

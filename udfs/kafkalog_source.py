@@ -142,6 +142,17 @@ def _keep_mask(batch: pa.RecordBatch, lo: int, hi: int, aborted, include_control
     return mask
 
 
+def spark_headers(col: pa.Array) -> pa.Array:
+    """The headers column as Spark's Kafka source gives it: a record without headers has ``null``, not an
+    empty array (``KafkaRecordToRowConverter``; checked against it in tests/broker/test_spark_kafka_parity.py).
+
+    :param col: the decoded headers column (list of key/value structs; empty lists for no headers)."""
+    empty = pc.equal(pc.list_value_length(col), 0)
+    if not pc.any(empty).as_py():
+        return col
+    return pc.if_else(empty, pa.scalar(None, col.type), col)
+
+
 def shape(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
     """A decoded batch as Spark's Arrow reader takes it: the target's columns, types and nullability."""
     arrays = []
@@ -149,6 +160,8 @@ def shape(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
         col = batch.column(f.name)
         if col.type != f.type:
             col = col.cast(f.type)
+        if f.name == HEADERS_FIELD.name:
+            col = spark_headers(col)
         arrays.append(col)
     return pa.RecordBatch.from_arrays(arrays, schema=target)
 
@@ -336,7 +349,9 @@ class KafkalogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         pranges = []
         for r in ranges:
             f = facts[(r.topic, r.partition)]
-            aborted = read_committed_view(f, r.end)[1] if self.options.read_committed else ()
+            # replayed up to the partition's readable end, not the micro-batch's: maxOffsetsPerTrigger may end a
+            # micro-batch inside a transaction whose abort marker comes later, and its records are still aborted
+            aborted = read_committed_view(f, f.latest)[1] if self.options.read_committed else ()
             pranges.append(PartitionRange(f, r.start, r.end, aborted_in(aborted, r.start, r.end)))
         total = sum(s.size for r in pranges for s in r.facts.segments)
         target = target_bytes(total, parallelism=os.cpu_count() or 1,

@@ -4,21 +4,30 @@
 timestamps Delta can read, WARN logging) unless ``SPARK_CONF_DIR`` is already set. Python workers run
 the interpreter that runs the driver (``PYSPARK_PYTHON``), so they import the same pyarrow and kafkalog.
 Delta through delta-spark is used when the session has Delta's extension and jars; otherwise tables are
-written with delta-rs (``udfs.delta_tables``). Nothing here downloads anything: with no Maven access,
-``configure_spark_with_delta_pip`` would fail, so it is never called.
+written with delta-rs (``udfs.delta_tables``).
+
+**Spark packages, where asked.** ``build_session(..., packages=("kafka", "delta"))`` (or the environment's
+``KAFKALOG_SPARK_PACKAGES=kafka,delta``, for jobs run by spark-submit.sh) loads Spark's own Kafka source
+(``format("kafka")``) and/or delta-spark (``format("delta")``, with Delta's SQL extension and catalog) from
+the jars ``udfs.spark_jars`` keeps in a cache (fetched from Maven Central the first time they are asked
+for). Where they cannot be had (an offline machine, no Maven), the session says so in one line and starts
+without them: tables are then written with delta-rs, as without the packages. Nothing is loaded unless
+asked: jars are fixed when the JVM starts, and a package no query uses only costs start time.
+``configure_spark_with_delta_pip`` is never called (see ``udfs.spark_jars`` for why).
 """
 from __future__ import annotations
 
 import os
 import sys
 from pathlib import Path
-from typing import Mapping, Optional
+from typing import Dict, Mapping, Optional, Sequence
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 CONF_DIR = PROJECT_ROOT / "conf"
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 DEFAULT_MASTER = "local[*]"
+PACKAGES_ENV = "KAFKALOG_SPARK_PACKAGES"      # "kafka,delta": packages a job's session loads
 
 
 def prepare_environment() -> None:
@@ -30,12 +39,61 @@ def prepare_environment() -> None:
     os.environ.setdefault("NUMBA_CACHE_DIR", "/tmp/kafkalog-numba-cache")
 
 
-def build_session(app_name: str, *, master: Optional[str] = None, conf: Optional[Mapping[str, str]] = None):
+def requested_packages(packages: Optional[Sequence[str]] = None) -> tuple:
+    """The packages asked for: the argument, else ``KAFKALOG_SPARK_PACKAGES`` (comma-separated), else none.
+    An unknown name is an error (a typo would otherwise start a session without what was meant)."""
+    from udfs.spark_jars import PACKAGES
+
+    if packages is None:
+        packages = [p.strip() for p in os.environ.get(PACKAGES_ENV, "").split(",") if p.strip()]
+    wanted = tuple(dict.fromkeys(p.lower() for p in packages))
+    unknown = [p for p in wanted if p not in PACKAGES]
+    if unknown:
+        raise ValueError(f"unknown Spark package(s) {unknown} (from the packages argument or {PACKAGES_ENV}); "
+                         f"known: {', '.join(PACKAGES)}")
+    return wanted
+
+
+def package_conf(packages: Sequence[str]) -> Dict[str, str]:
+    """The Spark settings that load ``packages`` from the jar cache (fetching them once if need be), or
+    {} for those that cannot be had, after one line on stderr saying which and what happens instead."""
+    if not packages:
+        return {}
+    from udfs.progress import message
+    from udfs.spark_jars import DELTA, SparkJarsUnavailable, cached_jars, fetch
+
+    found = cached_jars(packages)
+    if len(found) < len(packages):
+        try:
+            fetch()
+            found = cached_jars(packages)
+        except SparkJarsUnavailable as e:
+            reason = str(e).splitlines()[0]
+            missing = [p for p in packages if p not in found]
+            message(f"Spark package(s) {', '.join(missing)} unavailable ({reason}); starting without them: "
+                    "Delta tables are written with delta-rs and format(\"kafka\") is not available")
+    if not found:
+        return {}
+    jars = sorted({j for paths in found.values() for j in paths})
+    conf = {"spark.jars": ",".join(jars)}
+    if DELTA in found:
+        conf["spark.sql.extensions"] = DELTA_EXTENSION
+        conf["spark.sql.catalog.spark_catalog"] = DELTA_CATALOG
+    return conf
+
+
+def build_session(app_name: str, *, master: Optional[str] = None, conf: Optional[Mapping[str, str]] = None,
+                  packages: Optional[Sequence[str]] = None):
     """Get or create the SparkSession. ``master``: the argument, else ``SPARK_MASTER``, else what
     spark-submit was given, else ``local[*]``. The session can read ``format("kafkalog")``
-    (``udfs.kafkalog_source.register``)."""
+    (``udfs.kafkalog_source.register``).
+
+    ``packages``: ``"kafka"`` (Spark's Kafka source) and/or ``"delta"`` (delta-spark) to load; default
+    ``KAFKALOG_SPARK_PACKAGES``, else none. They load only into a session whose JVM this call starts."""
     prepare_environment()
     from pyspark.sql import SparkSession
+
+    wanted = requested_packages(packages)
 
     builder = SparkSession.builder.appName(app_name)
     master = master or os.environ.get("SPARK_MASTER")
@@ -47,7 +105,9 @@ def build_session(app_name: str, *, master: Optional[str] = None, conf: Optional
         builder = builder.master(master)
     elif "PYSPARK_GATEWAY_PORT" not in os.environ:   # not launched by spark-submit, which sets --master
         builder = builder.master(DEFAULT_MASTER)
-    for key, value in (conf or {}).items():
+    settings = dict(package_conf(wanted) if SparkSession.getActiveSession() is None else {})
+    settings.update(conf or {})
+    for key, value in settings.items():
         builder = builder.config(key, value)
     from udfs.interrupts import while_spark_starts
 
@@ -66,7 +126,10 @@ def delta_spark_available(spark) -> bool:
     if DELTA_EXTENSION not in extensions:
         return False
     try:
-        spark._jvm.java.lang.Class.forName(DELTA_EXTENSION)   # noqa: SLF001 - the documented way to probe
+        # through the thread's context class loader: jars given as spark.jars (udfs.spark_jars) are on
+        # Spark's class loader, not the JVM's system one that Class.forName(name) would ask
+        jvm = spark._jvm   # noqa: SLF001 - the documented way to probe
+        jvm.java.lang.Thread.currentThread().getContextClassLoader().loadClass(DELTA_EXTENSION)
         return True
     except Exception:
         return False

@@ -367,7 +367,7 @@ def target_bytes(total: int, *, parallelism: int, max_partition_bytes: int, min_
 
 def pack(pieces: Sequence[Piece], target: int, min_partitions: Optional[int] = None) -> List[ScanTask]:
     """Consecutive pieces packed into tasks of at most ``target`` bytes (a bigger piece is its own task),
-    then, if fewer than ``min_partitions``, the biggest tasks of several pieces split until enough."""
+    then, if fewer than ``min_partitions``, the biggest tasks split (by pieces, else by offsets) until enough."""
     tasks: List[List[Piece]] = []
     size = 0
     for p in pieces:
@@ -379,12 +379,16 @@ def pack(pieces: Sequence[Piece], target: int, min_partitions: Optional[int] = N
             size = p.size
     while min_partitions and len(tasks) < min_partitions:
         splittable = [t for t in tasks if len(t) > 1]
-        if not splittable:
+        # else every task is one byte range no index entry cuts (small segments): split its offsets, as
+        # Spark's Kafka source does (KafkaOffsetRangeCalculator); both halves read the same bytes
+        by_offsets = [t for t in tasks if t[0].offset_hi - t[0].offset_lo > 1]
+        if not splittable and not by_offsets:
             break
-        biggest = max(splittable, key=lambda t: sum(p.size for p in t))
-        i = tasks.index(biggest)
-        half = len(biggest) // 2
-        tasks[i:i + 1] = [biggest[:half], biggest[half:]]
+        biggest = max(splittable or by_offsets, key=lambda t: (sum(p.size for p in t), t[0].offset_hi - t[0].offset_lo))
+        i, half, first = tasks.index(biggest), len(biggest) // 2, biggest[0]
+        mid = first.offset_lo + (first.offset_hi - first.offset_lo) // 2
+        tasks[i:i + 1] = ([biggest[:half], biggest[half:]] if splittable else
+                          [[replace(first, offset_hi=mid)], [replace(first, offset_lo=mid)]])
     return [ScanTask(tuple(t)) for t in tasks]
 
 
