@@ -22,6 +22,15 @@ def _unavailable(reason: str):
     pytest.skip(f"no real Kafka broker: {reason}")
 
 
+def start_or_unavailable(broker: KafkaBroker) -> KafkaBroker:
+    """Start ``broker``; where it cannot run, skip the test (fail it under ``KAFKALOG_BROKER_REQUIRED=1``)."""
+    try:
+        return broker.start()
+    except BrokerUnavailable as e:
+        _unavailable(str(e))
+        raise  # unreachable
+
+
 @pytest.fixture(scope="session")
 def kafka_jars() -> Path:
     """Apache Kafka's jars, fetched once into the cache (skip or fail where they cannot be had)."""
@@ -42,10 +51,7 @@ def broker_factory(kafka_jars, tmp_path) -> Iterator:
         broker = KafkaBroker(tmp_path / name, **kwargs)
         made.append(broker)
         if start:
-            try:
-                broker.start()
-            except BrokerUnavailable as e:
-                _unavailable(str(e))
+            start_or_unavailable(broker)
         return broker
 
     yield make
@@ -56,10 +62,6 @@ def broker_factory(kafka_jars, tmp_path) -> Iterator:
 @pytest.fixture(scope="module")
 def module_broker(kafka_jars, tmp_path_factory) -> Iterator[KafkaBroker]:
     """One running broker shared by a module's tests (each test uses topics of its own)."""
-    broker = KafkaBroker(tmp_path_factory.mktemp("module-broker"))
-    try:
-        broker.start()
-    except BrokerUnavailable as e:
-        _unavailable(str(e))
+    broker = start_or_unavailable(KafkaBroker(tmp_path_factory.mktemp("module-broker")))
     yield broker
     broker.kill()

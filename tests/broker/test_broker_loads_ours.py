@@ -11,7 +11,6 @@ compacted output, leaves every file as we wrote it. One broker serves the module
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import shutil
 import time
@@ -29,8 +28,8 @@ from kafkalog.log.writer import write_partition
 from kafkalog.retention.run import APPLIED, finish_log_dir, retain_partition
 from kafkalog.testing import broker_client as bc
 from kafkalog.log.roll import RollConfig
-from kafkalog.testing.broker import (OFFSET_CHECKPOINT_FILES, REQUIRED_ENV, BrokerUnavailable, KafkaBroker, adopt,
-                                      stray_folders)
+from kafkalog.testing.broker import OFFSET_CHECKPOINT_FILES, KafkaBroker, adopt, stray_folders
+from broker_harness import start_or_unavailable
 
 SOURCE = "src"
 SEGMENT_MS = 60_000
@@ -113,12 +112,7 @@ def world(kafka_jars, tmp_path_factory):
     """The broker (stopped), the source folder it wrote and our four outputs, each in a log dir of its own."""
     root = tmp_path_factory.mktemp("loads-ours")
     broker = KafkaBroker(root / "broker")
-    try:
-        broker.start()
-    except BrokerUnavailable as e:
-        if os.environ.get(REQUIRED_ENV) == "1":
-            pytest.fail(f"the real broker is required here but cannot run: {e}", pytrace=False)
-        pytest.skip(f"no real Kafka broker: {e}")
+    start_or_unavailable(broker)
     now = int(time.time() * 1000)
     t0 = now - 3_600_000
     bc.create_topic(broker, SOURCE, configs={"cleanup.policy": "delete", "retention.ms": -1, "retention.bytes": -1,

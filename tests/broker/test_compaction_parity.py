@@ -36,7 +36,6 @@ Scenarios (one topic each, all on one broker whose dedupe buffer is 1.1 MB at lo
 """
 from __future__ import annotations
 
-import os
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -51,7 +50,8 @@ from kafkalog.format import record_batch as rb
 from kafkalog.format.records_reference import decode_v2_batch
 from kafkalog.index.offset_index import read_offset_index
 from kafkalog.testing import broker_client as bc
-from kafkalog.testing.broker import REQUIRED_ENV, BrokerUnavailable, KafkaBroker, cleaner_rounds
+from kafkalog.testing.broker import KafkaBroker, cleaner_rounds
+from broker_harness import start_or_unavailable
 
 MIN = 60_000
 HOUR = 60 * MIN
@@ -269,12 +269,7 @@ def parity(kafka_jars, tmp_path_factory) -> Parity:
     """Run every scenario's rounds on one broker; return each round's copies (before/after)."""
     root = tmp_path_factory.mktemp("parity")
     broker = KafkaBroker(root / "broker", overrides=BROKER)
-    try:
-        broker.start()
-    except BrokerUnavailable as e:          # as conftest's fixtures: a failure in CI, else a skip
-        if os.environ.get(REQUIRED_ENV) == "1":
-            pytest.fail(f"the real broker is required here ({REQUIRED_ENV}=1) but cannot run: {e}", pytrace=False)
-        pytest.skip(f"no real Kafka broker: {e}")
+    start_or_unavailable(broker)
     wall = int(time.time() * 1000)
     t0 = (wall - 2 * HOUR) // 1000 * 1000
     scens = scenarios(t0)

@@ -24,6 +24,7 @@ import pytest
 
 from kafkalog.testing import broker_client as bc
 from kafkalog.testing.broker import DUMP_LOG_SEGMENTS, KafkaBroker, run_tool
+from broker_harness import start_or_unavailable
 
 ROLL_MS = 3_600_000            # segment.ms: a batch stamped an hour after the segment's first one rolls it
 SUFFIXES = (".log", ".index", ".timeindex", ".txnindex", ".snapshot")
@@ -96,11 +97,7 @@ def broker_files(kafka_jars, tmp_path_factory) -> Dict[str, List[str]]:
     ``mixed`` = the broker's topic, our cleaner's compacted copy of it, and our writer's log dir."""
     root = tmp_path_factory.mktemp("dump-parity")
     broker = KafkaBroker(root / "broker")
-    try:
-        broker.start()
-    except Exception as e:  # noqa: BLE001 - the conftest's skip/fail policy
-        from tests.broker.conftest import _unavailable
-        _unavailable(str(e))
+    start_or_unavailable(broker)
     try:
         bc.create_topic(broker, "mixed", configs={"retention.ms": -1, "segment.ms": ROLL_MS,
                                                   "index.interval.bytes": 200})

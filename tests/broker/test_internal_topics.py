@@ -16,6 +16,7 @@ import pytest
 
 from kafkalog.testing import broker_client as bc
 from kafkalog.testing.broker import KafkaBroker
+from broker_harness import start_or_unavailable
 
 TOPICS = {"orders": 3, "events": 1}
 
@@ -61,11 +62,7 @@ def transactional_offsets(broker: KafkaBroker, group: str, offsets: Dict[Tuple[s
 def stopped_broker(kafka_jars, tmp_path_factory):
     """A broker that ran real groups and transactions, what it reported, then stopped (SIGTERM)."""
     broker = KafkaBroker(tmp_path_factory.mktemp("internal-topics"))
-    try:
-        broker.start()
-    except Exception as e:  # noqa: BLE001 - the conftest's skip/fail policy
-        from tests.broker.conftest import _unavailable
-        _unavailable(str(e))
+    start_or_unavailable(broker)
     try:
         for topic, partitions in TOPICS.items():
             bc.create_topic(broker, topic, partitions=partitions)

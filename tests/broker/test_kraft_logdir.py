@@ -20,7 +20,7 @@ import pytest
 from kafkalog.cleaner.cleaner import clean_log_dir
 from kafkalog.cleaner.partition_run import run_partition
 from kafkalog.config import configs_from_mappings
-from kafkalog.errors import KafkalogError, LogDirLockedError
+from kafkalog.errors import LogDirLockedError
 from kafkalog.index.reindex import reindex_partition
 from kafkalog.log.lock import lock_log_dir
 from kafkalog.log.names import KRAFT_METADATA_TOPIC, parse_partition_dir_name
@@ -28,9 +28,10 @@ from kafkalog.lookup.partition_log import PartitionLog
 from kafkalog.lookup.rules import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from kafkalog.retention.run import retain_partition
 from kafkalog.testing import broker_client as bc
-from kafkalog.testing.broker import DUMP_LOG_SEGMENTS, BrokerUnavailable, KafkaBroker, run_tool
+from kafkalog.testing.broker import DUMP_LOG_SEGMENTS, KafkaBroker, run_tool
 from kafkalog.tools import cli
 from udfs.partitions import catalog_folder, list_partition_folders
+from broker_harness import start_or_unavailable
 
 T0 = 1_600_000_000_000          # older than any retention.ms below: retention would delete it
 METADATA = f"{KRAFT_METADATA_TOPIC}-0"
@@ -39,15 +40,11 @@ BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"
 
 @pytest.fixture(scope="module")
 def kraft(kafka_jars, tmp_path_factory):
-    from broker_harness import _unavailable
     # metadata.log.segment.ms: the metadata log rolls (KRaft appends a NoOpRecord every 500 ms), so a job that
     # compacted or retained it would find rolled segments to work on
     broker = KafkaBroker(tmp_path_factory.mktemp("kraft"), metadata_in_data=True,
                          overrides={"metadata.log.segment.ms": 1500})
-    try:
-        broker.start()
-    except BrokerUnavailable as e:
-        _unavailable(str(e))
+    start_or_unavailable(broker)
     bc.create_topic(broker, "kr-delete", partitions=2, configs={"retention.ms": -1, "segment.ms": 1000})
     bc.create_topic(broker, "kr-compact", configs={"cleanup.policy": "compact", "segment.ms": 1000})
     for p in range(2):

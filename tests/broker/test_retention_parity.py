@@ -22,9 +22,10 @@ import pytest
 from kafkalog.config import load_configs
 from kafkalog.retention.run import APPLIED, PLANNED, finish_log_dir, retain_partition
 from kafkalog.testing import broker_client as bc
-from kafkalog.testing.broker import (OFFSET_CHECKPOINT_FILES, REQUIRED_ENV, BrokerUnavailable, KafkaBroker,
+from kafkalog.testing.broker import (OFFSET_CHECKPOINT_FILES, KafkaBroker,
                                      stray_folders)
 from kafkalog.tools import cli
+from broker_harness import start_or_unavailable
 
 DAY = 86_400_000
 SEGMENT_MS = 60_000
@@ -59,12 +60,7 @@ def judged(kafka_jars, tmp_path_factory):
     "ranges" {tp: (log start, high watermark)}, "configs" (ours, equal to the topics')}."""
     root = tmp_path_factory.mktemp("retention-parity")
     broker = KafkaBroker(root / "broker")
-    try:
-        broker.start()
-    except BrokerUnavailable as e:
-        if os.environ.get(REQUIRED_ENV) == "1":
-            pytest.fail(f"the real broker is required here but cannot run: {e}", pytrace=False)
-        pytest.skip(f"no real Kafka broker: {e}")
+    start_or_unavailable(broker)
     now = int(time.time() * 1000)
     keep = {"cleanup.policy": "delete", "retention.ms": -1, "retention.bytes": -1, "segment.ms": SEGMENT_MS}
     for topic, partitions in TOPICS.items():
