@@ -1,7 +1,7 @@
 """What a test does to a real broker through a Python client (kafka-python, a test-only oracle): create
 topics with configs, produce keyed and unkeyed records with headers in any codec (idempotent or not,
 in committed or aborted transactions), commit group offsets, consume everything, ListOffsets,
-DeleteRecords, and read a group's committed offsets.
+DeleteRecords, read a group's committed offsets and describe the group.
 
     from kafkalog.testing.broker import KafkaBroker
     from kafkalog.testing import broker_client as bc
@@ -197,6 +197,13 @@ def group_offsets(broker, group: str) -> Dict[Tuple[str, int], int]:
     with admin(broker) as client:
         result = client.list_group_offsets(group).get(group, {})
     return {(tp.topic, tp.partition): meta.offset for tp, meta in result.items()}
+
+
+def describe_group(broker, group: str) -> Dict[str, object]:
+    """DescribeGroups for one group, as kafka-python decodes it: ``group_state`` ("Empty", "Stable",
+    "Dead" …), ``protocol_type``, ``members`` and the rest of the response's fields."""
+    with admin(broker) as client:
+        return dict(client.describe_groups([group])[group])
 
 
 def list_offsets(broker, topic: str, partition: int, spec: int, *, read_committed: bool = False) -> Tuple[int, int]:

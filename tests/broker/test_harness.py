@@ -40,6 +40,8 @@ def test_transactions_groups_and_listoffsets(broker_factory):
     assert [c.value for c in bc.consume_all(broker, "tx")] == [b"aborted", b"kept"]
     bc.commit_group_offsets(broker, "g", {("tx", 0): 3})
     assert bc.group_offsets(broker, "g") == {("tx", 0): 3}
+    described = bc.describe_group(broker, "g")
+    assert described["group_state"] == "Empty" and not described["members"]     # committed, no member now
 
 
 def test_cleaner_log_is_parsed():
