@@ -191,15 +191,14 @@ def one_batch(run: "Dumper", path: str, mv, b: BatchView, s: FileSummary, state:
     """A batch's line and, with deep iteration, its records' lines, one record at a time. ``skip``:
     the batch line and this many records were printed already (bulk_huge_batch)."""
     o = run.options
-    if skip:
-        pass
-    elif o.json:
-        obj = batch_json(path, b)
-        if b.base_offset is None:
-            obj["baseOffset"] = legacy_first_offset(mv, b, path, o.max_batch_bytes)
-        yield run.obj(obj)
-    else:
-        yield run.out(batch_line(b))
+    if not skip:                        # the batch line, unless the bulk path printed it already
+        if o.json:
+            obj = batch_json(path, b)
+            if b.base_offset is None:
+                obj["baseOffset"] = legacy_first_offset(mv, b, path, o.max_batch_bytes)
+            yield run.obj(obj)
+        else:
+            yield run.out(batch_line(b))
     if b.codec not in CODEC_NAMES and not skip:
         yield run.error(s, UnknownCodecError(
             f"batch at offset {b.last_offset} has unknown compression codec id {b.codec}", path=path,
