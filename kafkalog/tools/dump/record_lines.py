@@ -162,6 +162,19 @@ def _put_java_utf8(out, pos, data, start, end):
 
 
 @njit(cache=_CACHE, nogil=True)
+def _put_data_field(out, pos, first, label, data, start, end):
+    """" key: …" or " payload: …" (label holds the name and ": "), led by "|" when it opens the record's
+    line (--skip-record-metadata), the bytes as Java's UTF-8 decoder prints them."""
+    if first:
+        out[pos] = 124
+        pos += 1
+    out[pos] = 32
+    pos += 1
+    pos = _put(out, pos, label)
+    return _put_java_utf8(out, pos, data, start, end)
+
+
+@njit(cache=_CACHE, nogil=True)
 def all_utf8_kernel(data, offsets, valid):
     """True when every valid element data[offsets[i]:offsets[i+1]] is strict UTF-8 on its own."""
     for i in range(offsets.shape[0] - 1):
@@ -225,22 +238,10 @@ def format_lines_kernel(out, batch_text, batch_text_off, batch_counts, batch_ts_
                 first = False
             if print_data:
                 if has_key:
-                    if first:
-                        out[pos] = 124
-                        pos += 1
-                    out[pos] = 32
-                    pos += 1
-                    pos = _put(out, pos, _KEY)
-                    pos = _put_java_utf8(out, pos, key_data, key_off[r], key_off[r + 1])
+                    pos = _put_data_field(out, pos, first, _KEY, key_data, key_off[r], key_off[r + 1])
                     first = False
                 if has_value:
-                    if first:
-                        out[pos] = 124
-                        pos += 1
-                    out[pos] = 32
-                    pos += 1
-                    pos = _put(out, pos, _PAYLOAD)
-                    pos = _put_java_utf8(out, pos, val_data, val_off[r], val_off[r + 1])
+                    pos = _put_data_field(out, pos, first, _PAYLOAD, val_data, val_off[r], val_off[r + 1])
             out[pos] = 10
             pos += 1
             r += 1
