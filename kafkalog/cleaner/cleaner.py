@@ -79,7 +79,7 @@ from kafkalog.log.lock import is_locked
 from kafkalog.log.names import parse_partition_dir_name
 from kafkalog.log.lock import lock_log_dir, locked_refusal
 from kafkalog.log.names import CLEANED_SUFFIX, format_segment_file_name
-from kafkalog.log.segment import SegmentHandle
+from kafkalog.log.segment import LogSegment
 from kafkalog.topic_partition import TopicPartition
 from kafkalog.cleaner import filter_to
 
@@ -217,7 +217,7 @@ class _Chunk:
 @dataclass
 class GroupOutput:
     base_offset: int
-    sources: List[SegmentHandle]
+    sources: List[LogSegment]
     sink: _Sink
     appender: IndexAppender
     txn_entries: list
@@ -254,7 +254,7 @@ class GroupOutput:
         """Nothing left to do: ``write`` indexed each batch as it came."""
 
 
-def _clean_group(plan: PartitionPlan, sources: List[SegmentHandle], offset_map: OffsetMap,
+def _clean_group(plan: PartitionPlan, sources: List[LogSegment], offset_map: OffsetMap,
                  io_buffer_size: int, result: PartitionCleanResult, record_decisions: RecordDecisions,
                  sink: _Sink, tracker: CleanedTransactionMetadata, ordinals: Dict[int, int]) -> GroupOutput:
     """Recopy one group into ``sink``. ``tracker`` is the round's: the groups of a round are cleaned
@@ -298,7 +298,7 @@ def _clean_group(plan: PartitionPlan, sources: List[SegmentHandle], offset_map: 
     return out
 
 
-def _clean_segment_fast(plan: PartitionPlan, seg: SegmentHandle, chunks, tracker: CleanedTransactionMetadata,
+def _clean_segment_fast(plan: PartitionPlan, seg: LogSegment, chunks, tracker: CleanedTransactionMetadata,
                         offset_map: OffsetMap, result: PartitionCleanResult, record_decisions: RecordDecisions,
                         out: "GroupOutput", ordinal: int) -> None:
     """The chunk loop of ``_clean_group`` for one source segment, over decoded windows; ``ordinal``:
@@ -339,7 +339,7 @@ def _clean_segment_fast(plan: PartitionPlan, seg: SegmentHandle, chunks, tracker
         out.end_chunk(chunk)
 
 
-def _recopy_compiled(plan: PartitionPlan, seg: SegmentHandle, chunks, tracker: CleanedTransactionMetadata,
+def _recopy_compiled(plan: PartitionPlan, seg: LogSegment, chunks, tracker: CleanedTransactionMetadata,
                      offset_map: KeyVerdicts, out: GroupOutput, ordinal: int) -> None:
     """The chunk loop over ``filter_to``'s windows: what each chunk's batches wrote, one write each."""
     windows = filter_to.filtered_windows(

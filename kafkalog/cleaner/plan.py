@@ -22,7 +22,7 @@ from kafkalog.log import local_log
 from kafkalog.log.local_log import collect_aborted_transactions, pending_swap_files, read_log_dir_checkpoints
 from kafkalog.log.names import parse_partition_dir_name, parse_segment_file_name
 from kafkalog.log.producer_snapshot import read_producer_snapshot
-from kafkalog.log.segment import SegmentHandle
+from kafkalog.log.segment import LogSegment
 from kafkalog.topic_partition import TopicPartition
 
 
@@ -37,7 +37,7 @@ class PartitionPlan:
     partition: int
     config: LogConfig
     now_ms: int
-    segments: List[SegmentHandle]
+    segments: List[LogSegment]
     log_start_offset: int
     log_end_offset: int
     high_watermark: int
@@ -54,7 +54,7 @@ class PartitionPlan:
     def upper_bound_offset(self) -> int:
         return self.offsets.upper_bound_offset
 
-    def dirty_segments(self) -> List[SegmentHandle]:
+    def dirty_segments(self) -> List[LogSegment]:
         lo, hi = self.first_dirty_offset, self.upper_bound_offset
         return [s for i, s in enumerate(self.segments)
                 if s.base_offset < hi and (i + 1 == len(self.segments) or self.segments[i + 1].base_offset > lo)]

@@ -1,4 +1,4 @@
-"""Segments (LogSegment): read a .log as Arrow, streamed in bounded RecordBatches or whole, and write
+"""Segments (Kafka's `LogSegment` files): read a .log as Arrow, streamed in bounded RecordBatches or whole, and write
 a segment — .log plus the .index and .timeindex Kafka's recovery would build for it.
 """
 from __future__ import annotations

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from kafkalog.config import LogConfig
 from kafkalog.log.local_log import high_watermark
-from kafkalog.log.segment import LogSegment
+from kafkalog.log.segment import SegmentInfo
 from kafkalog.retention.policy import DELETE, KEEP, LOG_START_OFFSET, RETENTION_BYTES, RETENTION_MS, LogState, plan_retention
 
 NO_TIME = dict(retention_ms=-1)
@@ -16,7 +16,7 @@ NO_TIME = dict(retention_ms=-1)
 def log_of(sizes, timestamps=None, *, step=100, log_start=None, hw=None, leo=None) -> LogState:
     """Segments at 0, step, 2*step…; the last is active and holds `step` offsets unless empty."""
     timestamps = timestamps or [0] * len(sizes)
-    segments = tuple(LogSegment(i * step, size, ts) for i, (size, ts) in enumerate(zip(sizes, timestamps)))
+    segments = tuple(SegmentInfo(i * step, size, ts) for i, (size, ts) in enumerate(zip(sizes, timestamps)))
     if leo is None:
         leo = segments[-1].base_offset + (step if sizes[-1] else 0)
     return LogState(segments, 0 if log_start is None else log_start, leo, leo if hw is None else hw)
@@ -132,7 +132,7 @@ def logs(draw):
     leo = (n - 1) * step + (step if sizes[-1] else 0)
     log_start = draw(st.integers(0, leo))
     hw = draw(st.integers(log_start, leo))
-    return LogState(tuple(LogSegment(i * step, s, t) for i, (s, t) in enumerate(zip(sizes, stamps))), log_start, leo, hw)
+    return LogState(tuple(SegmentInfo(i * step, s, t) for i, (s, t) in enumerate(zip(sizes, stamps))), log_start, leo, hw)
 
 
 @settings(max_examples=300, deadline=None)
@@ -152,6 +152,6 @@ def test_plan_invariants(log, retention_bytes, retention_ms, now):
     # applying the plan and planning again at the same time deletes nothing more
     kept = tuple(s for s, d in zip(log.segments, deleted) if not d)
     if plan.roll_at is not None:
-        kept = (LogSegment(plan.roll_at, 0, -1),)
+        kept = (SegmentInfo(plan.roll_at, 0, -1),)
     after = LogState(kept, plan.new_log_start_offset, log.log_end_offset, log.high_watermark)
     assert not plan_retention(after, config, now).deleted
