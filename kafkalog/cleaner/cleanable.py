@@ -1,6 +1,6 @@
 """Which part of a compacted log is clean, dirty and cleanable, and whether the log is due for
 cleaning (``LogCleanerManager.cleanableOffsets``, ``calculateCleanableBytes``, ``LogToClean``,
-``maxCompactionDelay`` and the eligibility test of ``grabFilthiestCompactedLog``; spec §7.1-7.2).
+``maxCompactionDelay`` and the eligibility test of ``grabFilthiestCompactedLog``, Kafka's ``LogCleanerManager.java``).
 
 Everything here is a pure function of plain numbers, so a Spark driver can evaluate it from a
 listing of segment files without opening a ``.log``::
@@ -46,7 +46,7 @@ class NotCleanableReason(str, enum.Enum):
 
 @dataclass(frozen=True)
 class CleanableOffsets:
-    """The outcome of §7.1-7.2 for one partition."""
+    """The outcome of ``LogCleanerManager.cleanableOffsets`` and the dirty ratio for one partition."""
 
     first_dirty_offset: int
     first_uncleanable_dirty_offset: int     # before rounding to a segment boundary
@@ -104,7 +104,7 @@ def last_stable_offset(high_watermark: int, first_unstable_offset: Optional[int]
 def cleanable_offsets(*, segments: Sequence[SegmentInfo], log_start_offset: int, log_end_offset: int,
                       checkpoint_offset: Optional[int], high_watermark: int, first_unstable_offset: Optional[int],
                       now_ms: int, config: LogConfig) -> CleanableOffsets:
-    """Evaluate §7.1-7.2 for one partition. ``segments`` must be non-empty (a broker always has an
+    """Evaluate ``LogCleanerManager.cleanableOffsets`` and the dirty ratio for one partition. ``segments`` must be non-empty (a broker always has an
     active segment); the last one is the active segment."""
     if not segments:
         raise ValueError("a log has at least one (active) segment")

@@ -1,4 +1,4 @@
-"""``MemoryRecords.filterTo`` (the cleaner's recopy of a source segment, spec §7.7-7.8) for windows of
+"""``MemoryRecords.filterTo`` (the cleaner's recopy of a source segment, ``MemoryRecords.java``) for windows of
 plain batches, compiled end to end: one numba call walks every record of the window once, looks its
 key up in the map pass's answer (``key_walk.KeyVerdicts``: two bits per record, or the compiled map
 below its ``map_below`` offset), decides keep/drop, and writes every batch's output — copied whole,

@@ -1,4 +1,4 @@
-"""The map pass of a round (``Cleaner.buildOffsetMap``, spec §7.4) over a partition's segments,
+"""The map pass of a round (``Cleaner.buildOffsetMap`` in Kafka's ``Cleaner.java``) over a partition's segments,
 compiled: a window of batches is decompressed in one call, the transaction tracker sees only the
 transactional and control batches (Python; rare), and ``key_map.walk_keys_kernel`` walks the keys
 into the budgeted map. When the dirty range holds more distinct keys than the map takes, hash-slice

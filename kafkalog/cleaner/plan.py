@@ -1,5 +1,5 @@
 """The plan of one cleaning round (Kafka's ``LogToClean`` as ``LogCleanerManager`` and ``Cleaner.doClean``
-make it, spec §7.1-7.3): a partition's segments opened, its offsets, the producer state loaded as a
+make it, Kafka's ``LogCleanerManager.java`` and ``LogToClean.java``): a partition's segments opened, its offsets, the producer state loaded as a
 broker loads it, and the cleanable range; everything decided before a byte is rewritten.
 
 The offsets follow :mod:`kafkalog.log.local_log` (log start offset, high watermark, log-dir checkpoints);
@@ -92,7 +92,7 @@ def _seed_producer_state(partition_dir: Path, segment_bases: Sequence[int], log_
 def plan_partition(partition_dir, *, config: LogConfig, now_ms: int, broker: BrokerConfig = BrokerConfig(),
                    high_watermark: Optional[int] = None, log_start_offset: Optional[int] = None,
                    checkpoint_offset: Optional[int] = -1) -> PartitionPlan:
-    """Read a partition folder and decide the round (§7.1-7.2). Offsets not given come from the
+    """Read a partition folder and decide the round (``LogCleanerManager.cleanableOffsets``). Offsets not given come from the
     log dir's checkpoints (``checkpoint_offset=-1`` means "read cleaner-offset-checkpoint")."""
     path = Path(partition_dir)
     topic, partition, _kind = parse_partition_dir_name(path.name)

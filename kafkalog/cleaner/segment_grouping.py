@@ -1,5 +1,5 @@
 """Which source segments are recopied into one cleaned segment (``Cleaner.groupSegmentsBySize``,
-spec §7.5). Pure.
+Kafka's ``Cleaner.java``). Pure.
 
 Greedy from the oldest: a segment joins the current group while
 

@@ -1,9 +1,10 @@
 """A partition folder loaded as a broker loads it, without recovering anything (Kafka's ``LocalLog``
-as ``LogLoader`` builds it): its :class:`~kafkalog.log.segment.LogSegment` list and its offsets, with
+as ``LogLoader`` builds it): its :class:`~kafkalog.log.segment.SegmentInfo` list and its offsets, with
 the offset rules written once; and the partition-level reads over opened segments (the aborted
 transactions of their ``.txnindex`` files, leftovers of an interrupted compaction).
 
-Offset rules (spec §3.4, §6.2, §6.5; ``LogLoader.load``, ``ReplicaManager``'s high-watermark checkpoint):
+Offset rules (``LogLoader.load``, ``UnifiedLog.deletableSegments``, ``LogSegment.largestTimestamp``,
+``ReplicaManager``'s high-watermark checkpoint, ``OffsetCheckpointFile.java``):
 
 * log start offset = max(``log-start-offset-checkpoint`` entry, first segment base offset); a missing
   entry means the first segment's base offset (no segment: the entry, else 0).
@@ -218,7 +219,7 @@ def load_partition_path(path: os.PathLike | str, *, log_dir: Optional[os.PathLik
 
 def pending_swap_files(partition_dir) -> List[str]:
     """``.cleaned``/``.swap`` files of an interrupted compaction, which a broker's startup finishes or
-    drops (spec §3.3) and which must be dealt with before another round."""
+    drops (``LogLoader.load``) and which must be dealt with before another round."""
     return [p.name for p in scan_partition_dir(partition_dir).leftovers
             if p.name.endswith((".cleaned", ".swap"))]
 

@@ -45,7 +45,7 @@ class SegmentFiles:
 class PartitionDir:
     """One partition folder as found on disk.
 
-    ``leftovers`` are files a broker removes or completes at startup (§3.3): ``.deleted``,
+    ``leftovers`` are files a broker removes or completes at startup (``LogLoader.load``): ``.deleted``,
     ``.cleaned`` and ``.swap`` files, index files with no ``.log`` beside them, and ``*.tmp`` files
     of interrupted checkpoint writes. ``stray_snapshots`` are ``.snapshot`` files whose offset is not
     a segment base (Kafka keeps only the latest one, taken at clean shutdown, when it lies above the

@@ -1,7 +1,8 @@
 """Offset lookups on one partition folder, answered as a broker answers them: ListOffsets
 (EARLIEST, LATEST, MAX_TIMESTAMP, offset-for-timestamp) and offset -> batch position (the first
 step of a fetch), through the ``.index``/``.timeindex`` files, reading only a few index intervals
-of a ``.log`` (spec §4.4, §5, §6.5, §8).
+of a ``.log`` (``UnifiedLog.fetchOffsetByTimestamp``, ``LogSegment.translateOffset``/
+``findOffsetByTimestamp``, ``OffsetIndex.lookup``, ``TimeIndex.lookup``).
 
 Use::
 
@@ -39,7 +40,7 @@ File handling (where "offline" needs an answer Kafka does not give):
   the LAST segment is treated as the end of the log (what recovery would truncate) and noted in
   ``PartitionLog.notes``.
 * Files are read as they are: ``.cleaned``/``.swap``/``.deleted`` leftovers are ignored (a broker
-  would first complete or drop them, spec §3.3).
+  would first complete or drop them, ``LogLoader.load``).
 """
 from __future__ import annotations
 

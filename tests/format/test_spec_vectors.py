@@ -1,4 +1,4 @@
-"""Byte vectors from Kafka's own tests and the spec (§10), and byte-identical re-encoding of real
+"""Byte vectors from Kafka's own tests (``MemoryRecordsTest.testChecksum``, ``ByteUtilsTest``), and byte-identical re-encoding of real
 broker-written batches."""
 from __future__ import annotations
 

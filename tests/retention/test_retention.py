@@ -1,4 +1,4 @@
-"""Retention decisions as a broker's deleteOldSegments makes them (spec §6), as pure functions."""
+"""Retention decisions as a broker's deleteOldSegments makes them (``UnifiedLog.java``), as pure functions."""
 from __future__ import annotations
 
 import pytest
@@ -26,7 +26,8 @@ def verdicts(plan):
     return [d.decision for d in plan.decisions]
 
 
-# spec §6.4's worked examples: three 700 MB segments and an active one of size a
+# retention.bytes worked through (UnifiedLog.deleteRetentionSizeBreachedSegments): three 700 MB segments
+# and an active one of size a
 @pytest.mark.parametrize("retention_bytes, active, deleted", [
     (2000, 0, 0), (2000, 600, 1), (1400, 0, 1), (1400, 100, 1), (1400, 700, 2), (700, 0, 2),
 ])
