@@ -1,7 +1,7 @@
 """A log dir's ``.lock``: the one place that talks to ``fcntl``. Tells whether a broker or another job
 holds it, takes it for a job that modifies the dir, and ships that claim to other processes as a fence.
 
-Kafka takes ``.lock`` with ``FileChannel.tryLock()``, which on Linux is a process-associated POSIX
+Kafka (``LogManager.lockLogDirs``, ``FileLock.tryLock``) takes ``.lock`` with ``FileChannel.tryLock()``, which on Linux is a process-associated POSIX
 record lock (``fcntl(F_SETLK)``, exclusive, whole file). ``is_locked`` asks the kernel with
 ``F_OFD_GETLK`` on a read-only descriptor: a pure query that never takes the lock itself (a broker
 starting at that instant is not refused), needs no write permission (read-only copies and mounts
