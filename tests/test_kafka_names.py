@@ -1,7 +1,7 @@
 """Names and references a reader can follow (issue 31).
 
 * No citation of a document a user's clone does not have: no section of "the spec" (our reading of
-  Kafka's source lives outside the repository) in kafkalog/, udfs/, jobs/, bench/ or tests/, and no
+  Kafka's source lives outside the repository) in the code, tests, README.md or docs/, and no
   section sign except after a standard's name (``RFC 8878``). Code cites Kafka's own files and
   classes instead.
 * The table "Modules and their Kafka counterparts" (README.md or a page under docs/) is true: every
@@ -20,7 +20,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Tuple
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-CITING_DIRS = ("kafkalog", "udfs", "jobs", "bench", "tests")
+CITING_DIRS = ("kafkalog", "udfs", "jobs", "bench", "tests", "docs", "conf", "scripts", ".ci")
 TEXT_SUFFIXES = {".py", ".md", ".sh", ".txt", ".toml", ".cfg", ".conf", ".properties", ".ini", ".xml", ".pom"}
 SECTION = "\u00a7"
 # A section sign is followable after a standard's name: "RFC 8878 §3.1".
@@ -52,9 +52,10 @@ def unfollowable_citations(text: str, label: str) -> List[str]:
 
 
 def citing_files() -> Iterable[Path]:
+    yield ROOT / "README.md"
     for top in CITING_DIRS:
         for path in sorted((ROOT / top).rglob("*")):
-            if path.is_file() and path.suffix in TEXT_SUFFIXES and "__pycache__" not in path.parts:
+            if path.is_file() and (path.suffix in TEXT_SUFFIXES or top == ".ci") and "__pycache__" not in path.parts:
                 yield path
 
 
