@@ -1,6 +1,7 @@
-"""Compaction (kafkalog.cleaner) against a plain transcription of Kafka's cleaner (``Cleaner.java``) written here, on small
-partition folders built by these helpers; also the pure pieces (cleanable offsets, grouping,
-chunking) on hand-made inputs. The cleaner tests import these helpers; tests/cleaner/test_cleaner_model.py holds the model's own tests."""
+"""Compaction (kafkalog.cleaner) against a plain transcription of Kafka's cleaner (``Cleaner.java``) written
+here, on small partition folders built by these helpers; also the pure pieces (cleanable offsets, grouping,
+chunking) on hand-made inputs. The cleaner tests import these helpers; tests/cleaner/test_cleaner_model.py
+holds the model's own tests."""
 from __future__ import annotations
 
 import os

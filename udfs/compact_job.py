@@ -1,5 +1,5 @@
-"""``spark-submit.sh compact``: Kafka's log compaction (``LogCleaner.java``, ``Cleaner.java``) for every compacted partition of the
-log dirs at once — Spark plumbing only; the round itself is ``kafkalog.cleaner``.
+"""``spark-submit.sh compact``: Kafka's log compaction (``LogCleaner.java``, ``Cleaner.java``) for every
+compacted partition of the log dirs at once — Spark plumbing only; the round itself is ``kafkalog.cleaner``.
 
 One stage: one task per partition folder (largest first), each running
 ``kafkalog.cleaner.partition_run.run_partition``: plan the partition once, decide whether it is

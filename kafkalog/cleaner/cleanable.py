@@ -104,8 +104,9 @@ def last_stable_offset(high_watermark: int, first_unstable_offset: Optional[int]
 def cleanable_offsets(*, segments: Sequence[SegmentInfo], log_start_offset: int, log_end_offset: int,
                       checkpoint_offset: Optional[int], high_watermark: int, first_unstable_offset: Optional[int],
                       now_ms: int, config: LogConfig) -> CleanableOffsets:
-    """Evaluate ``LogCleanerManager.cleanableOffsets`` and the dirty ratio for one partition. ``segments`` must be non-empty (a broker always has an
-    active segment); the last one is the active segment."""
+    """Evaluate ``LogCleanerManager.cleanableOffsets`` and the dirty ratio for one partition.
+    ``segments`` must be non-empty (a broker always has an active segment); the last one is the active
+    segment."""
     if not segments:
         raise ValueError("a log has at least one (active) segment")
     segments = list(segments)

@@ -1,6 +1,7 @@
-"""The plan of one cleaning round (Kafka's ``LogToClean`` as ``LogCleanerManager`` and ``Cleaner.doClean``
-make it, Kafka's ``LogCleanerManager.java`` and ``LogToClean.java``): a partition's segments opened, its offsets, the producer state loaded as a
-broker loads it, and the cleanable range; everything decided before a byte is rewritten.
+"""The plan of one cleaning round (Kafka's ``LogToClean`` as ``LogCleanerManager`` and ``Cleaner.doClean`` make
+it, Kafka's ``LogCleanerManager.java`` and ``LogToClean.java``): a partition's segments opened, its offsets,
+the producer state loaded as a broker loads it, and the cleanable range; everything decided before a byte is
+rewritten.
 
 The offsets follow :mod:`kafkalog.log.local_log` (log start offset, high watermark, log-dir checkpoints);
 the plan stays its own type because it holds the opened, CRC-checked segments and the producer state

@@ -2,9 +2,9 @@
 rebuild (``LogSegment.recover``), ``IndexAppender`` is ``LogSegment.append``'s bookkeeping, and
 ``build_transaction_index`` replays producer state to find the aborted transactions.
 
-All three work on per-batch values (positions, sizes, offsets, timestamps, producer fields), not
-on bytes, so they do not depend on how the batches were read. Rules: Kafka's ``LogSegment.append``, ``LogSegment.recover``,
-``LogSegment.onBecomeInactiveSegment`` and ``TransactionIndex.java``.
+All three work on per-batch values (positions, sizes, offsets, timestamps, producer fields), not on bytes,
+so they do not depend on how the batches were read. Rules: Kafka's ``LogSegment.append``,
+``LogSegment.recover``, ``LogSegment.onBecomeInactiveSegment`` and ``TransactionIndex.java``.
 """
 from __future__ import annotations
 

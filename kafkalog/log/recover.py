@@ -1,6 +1,6 @@
-"""Do the file clean-up of a broker's startup (``LogLoader.load``: ``removeTempFilesAndCollectSwapFiles``,
-the swap passes, and the orphan-index check of ``loadSegmentFiles``; Kafka's ``LogLoader.java``, its first three steps), in Kafka's
-order, partition folder by partition folder, with a report.
+"""Do the file clean-up of a broker's startup (``LogLoader.load``: ``removeTempFilesAndCollectSwapFiles``, the
+swap passes, and the orphan-index check of ``loadSegmentFiles``; Kafka's ``LogLoader.java``, its first three
+steps), in Kafka's order, partition folder by partition folder, with a report.
 
 1. delete every ``*.deleted`` file (not KRaft ``*.checkpoint.deleted``); collect ``*.cleaned`` and
    ``*.swap``; delete every ``.swap`` whose base offset >= the smallest ``.cleaned`` base offset (an

@@ -1,7 +1,8 @@
 """Retention decisions (``cleanup.policy`` delete) exactly as a broker's ``UnifiedLog.deleteOldSegments``
 makes them: pure functions from a partition's segments, offsets, config and "now" to a plan.
 
-Kafka's ``UnifiedLog.deleteOldSegments`` (``UnifiedLog.java``). Three passes, each over the segments the previous one left:
+Kafka's ``UnifiedLog.deleteOldSegments`` (``UnifiedLog.java``). Three passes, each over the segments the
+previous one left:
 
 1. log-start-offset breach: delete S while its successor's base offset <= log start offset;
 2. size breach (``retention.bytes``, skipped when < 0 or when the log is smaller): with

@@ -1,5 +1,6 @@
-"""Compaction (kafkalog.cleaner) against the plain transcription of Kafka's cleaner (``Cleaner.java``) in ``cleaner_model``, on small
-partition folders; also the pure pieces (cleanable offsets, grouping, chunking) on hand-made inputs."""
+"""Compaction (kafkalog.cleaner) against the plain transcription of Kafka's cleaner (``Cleaner.java``) in
+``cleaner_model``, on small partition folders; also the pure pieces (cleanable offsets, grouping, chunking)
+on hand-made inputs."""
 from __future__ import annotations
 import os
 from dataclasses import replace
