@@ -1,9 +1,9 @@
-"""The segment catalog: one Arrow row per segment of a partition folder, with what retention,
-compaction and lookups decide on — sizes, offsets, the segment's largest timestamp by Kafka's rule and
-which rule gave it — plus the partition's log start offset, high watermark checkpoint and log end
-offset, as :mod:`kafkalog.log.local_log` loads them (its docstring states the rules; the largest
-timestamp is :mod:`kafkalog.log.segment`'s). A copied log dir keeps Kafka's answer only if the copy
-kept the mtimes.
+"""The segment catalog: one Arrow row per segment of a partition folder, with what retention, compaction and
+lookups decide on — sizes, offsets, the segment's largest timestamp by Kafka's rule
+(``LogSegment.largestTimestamp``) and which rule gave it — plus the partition's log start offset, high
+watermark checkpoint and log end offset, as :mod:`kafkalog.log.local_log` loads them (as Kafka's
+``LogLoader`` does; its docstring states the rules; the largest timestamp is :mod:`kafkalog.log.segment`'s).
+A copied log dir keeps Kafka's answer only if the copy kept the mtimes.
 
 Rows of ``kind`` ``leftover`` list files a broker removes or completes at startup (``.deleted``,
 ``.cleaned``, ``.swap``, orphan index files); ``problems`` collects what was odd about the partition

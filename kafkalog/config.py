@@ -1,5 +1,6 @@
 """Kafka log configuration resolved as a broker resolves it: ``server.properties`` defaults, per-topic
-overrides, broker synonyms and their precedence, Kafka's defaults and validators (spec §6.6, §11).
+overrides, broker synonyms and their precedence, Kafka's defaults and validators (Kafka's ``LogConfig.java``,
+``ServerLogConfigs.java``, ``CleanerConfig.java``, ``ServerTopicConfigSynonyms.java``).
 
 Sources: ``LogConfig.java``, ``ServerLogConfigs.java``, ``ServerTopicConfigSynonyms.java``,
 ``CleanerConfig.java``, ``KafkaConfig.logRetentionTimeMillis``. Values are parsed as Java's

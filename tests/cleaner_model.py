@@ -1,6 +1,7 @@
-"""Compaction (kafkalog.cleaner) against a plain transcription of spec §7 written here, on small
-partition folders built by these helpers; also the pure pieces (cleanable offsets, grouping,
-chunking) on hand-made inputs. The cleaner tests import these helpers; tests/cleaner/test_cleaner_model.py holds the model's own tests."""
+"""Compaction (kafkalog.cleaner) against a plain transcription of Kafka's cleaner (``Cleaner.java``) written
+here, on small partition folders built by these helpers; also the pure pieces (cleanable offsets, grouping,
+chunking) on hand-made inputs. The cleaner tests import these helpers; tests/cleaner/test_cleaner_model.py
+holds the model's own tests."""
 from __future__ import annotations
 
 import os
@@ -148,7 +149,7 @@ def log_config(**overrides) -> LogConfig:
     return configs_from_mappings(topics={TOPIC: topic}).for_topic(TOPIC)
 
 
-# --- the reference: spec §7 over the logical view, one round, one group ----------------------
+# --- the reference: Kafka's Cleaner over the logical view, one round, one group ----------------------
 
 @dataclass
 class Aborted:

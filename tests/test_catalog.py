@@ -1,4 +1,5 @@
-"""The segment catalog: offsets, sizes and largest timestamps as a broker loads them (spec §3.3, §6.5)."""
+"""The segment catalog: offsets, sizes and largest timestamps as a broker loads them (``LogLoader.load``,
+``LogSegment.largestTimestamp``)."""
 from __future__ import annotations
 
 import os

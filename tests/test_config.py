@@ -1,4 +1,5 @@
-"""Kafka config resolution: synonyms, precedence, defaults, validation (spec §6.6, §11)."""
+"""Kafka config resolution: synonyms, precedence, defaults, validation (Kafka's ``LogConfig.java``,
+``ServerTopicConfigSynonyms.java``)."""
 from __future__ import annotations
 
 import pytest

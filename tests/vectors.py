@@ -1,4 +1,4 @@
-"""Byte vectors from Kafka's own tests and the spec (§10), shared by the tests."""
+"""Byte vectors from Kafka's own tests (``MemoryRecordsTest.testChecksum``, ``ByteUtilsTest``), shared by the tests."""
 
 V2_UNCOMPRESSED = bytes.fromhex(
     "000000000000000000000055ffffffff02e58cf1ff00000000000100000000000454c300000000000454c3ffffffffffffffffffffffff"

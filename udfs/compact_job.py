@@ -1,5 +1,5 @@
-"""``spark-submit.sh compact``: Kafka's log compaction (spec §7) for every compacted partition of the
-log dirs at once — Spark plumbing only; the round itself is ``kafkalog.cleaner``.
+"""``spark-submit.sh compact``: Kafka's log compaction (``LogCleaner.java``, ``Cleaner.java``) for every
+compacted partition of the log dirs at once — Spark plumbing only; the round itself is ``kafkalog.cleaner``.
 
 One stage: one task per partition folder (largest first), each running
 ``kafkalog.cleaner.partition_run.run_partition``: plan the partition once, decide whether it is
@@ -45,7 +45,7 @@ from udfs.session import build_session
 
 JOB = "compact"
 INTERRUPTED = "interrupted"      # status and outcome of a partition whose task a SIGINT/SIGTERM cut short
-DESCRIPTION = ("Compact every compacted partition of the log dirs as Kafka's log cleaner would (spec §7), in "
+DESCRIPTION = ("Compact every compacted partition of the log dirs as Kafka's log cleaner would, in "
                "parallel, one task per partition with a compiled exact key map; --dry-run writes nothing but the "
                "report.")
 

@@ -1,24 +1,25 @@
 """Log compaction (Kafka's ``LogCleaner``), single process: pure decisions over plain data plus a
-thin write-back layer that swaps cleaned segments in as a broker does (spec §7, §3.3).
+thin write-back layer that swaps cleaned segments in as a broker does (Kafka's ``LogCleaner.java``, ``Cleaner.java``,
+``LogCleanerManager.java``; the swap as ``LocalLog.replaceSegments`` and ``LogLoader.load`` finish it).
 
 Modules, one Kafka concept each:
 
-* ``cleanable``            LogCleanerManager.cleanableOffsets + dirty ratio (§7.1-7.2)
-* ``transaction_metadata`` CleanedTransactionMetadata: aborted data and markers (§7.6)
+* ``cleanable``            LogCleanerManager.cleanableOffsets + dirty ratio
+* ``transaction_metadata`` CleanedTransactionMetadata: aborted data and markers
 * ``producer_state``       ProducerStateManager's active producers and first unstable offset
-* ``offset_map``           the key → latest offset map as a dict: the reference engine's (§7.4)
+* ``offset_map``           the key → latest offset map as a dict: the reference engine's (Cleaner.buildOffsetMap)
 * ``key_map``              the compiled map: exact keys in flat arrays within a byte budget, the
                            key-only record walk, hash slices and bitsets (SkimpyOffsetMap's role)
-* ``key_walk``             the map pass over a partition's segments with that map (§7.4)
-* ``record_filter``        checkBatchRetention / shouldRetainRecord / filterTo (§7.6-7.8)
+* ``key_walk``             the map pass over a partition's segments with that map (Cleaner.buildOffsetMap)
+* ``record_filter``        checkBatchRetention / shouldRetainRecord / filterTo
 * ``fast_filter``          the recopy pass over decoded windows (columns, compiled lookups, numba
                            writer): same bytes as record_filter, which stays the reference
-* ``segment_grouping``     groupSegmentsBySize (§7.5)
+* ``segment_grouping``     Cleaner.groupSegmentsBySize
 * ``source_segments``      the segments a round reads: opened with CRC checks, decoded a window at a time
 * ``plan``                 the round's plan (LogToClean): offsets, producer state, cleanable range
 * ``results``              what a round did, per group, batch and record (reports)
 * ``swap``                 replaceSegments: the cleaned group swapped in, and the cleaner checkpoint
-* ``cleaner``              one round end to end: map pass, recopy of each group, then swap-in (§7.5)
+* ``cleaner``              one round end to end: map pass, recopy of each group, then swap-in (Cleaner.doClean/cleanSegments)
 * ``partition_run``        one partition's round as a job runs it, and its report row
   (the partition's offsets and the swap recovery live in ``kafkalog.log``: local_log, recover)
 """

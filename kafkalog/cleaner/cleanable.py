@@ -1,11 +1,11 @@
 """Which part of a compacted log is clean, dirty and cleanable, and whether the log is due for
 cleaning (``LogCleanerManager.cleanableOffsets``, ``calculateCleanableBytes``, ``LogToClean``,
-``maxCompactionDelay`` and the eligibility test of ``grabFilthiestCompactedLog``; spec §7.1-7.2).
+``maxCompactionDelay`` and the eligibility test of ``grabFilthiestCompactedLog``, Kafka's ``LogCleanerManager.java``).
 
 Everything here is a pure function of plain numbers, so a Spark driver can evaluate it from a
 listing of segment files without opening a ``.log``::
 
-    segments        one LogSegment per segment, ascending base offset; the LAST is the active one
+    segments        one SegmentInfo per segment, ascending base offset; the LAST is the active one
     firstDirty      = cleaner checkpoint, or logStartOffset when absent / below logStartOffset /
                       above logEndOffset (the last two force the checkpoint to be rewritten)
     uncleanable     = min(lastStableOffset = min(firstUnstableOffset, highWatermark),
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from kafkalog.config import LogConfig
-from kafkalog.log.segment import LogSegment
+from kafkalog.log.segment import SegmentInfo
 
 
 class NotCleanableReason(str, enum.Enum):
@@ -46,7 +46,7 @@ class NotCleanableReason(str, enum.Enum):
 
 @dataclass(frozen=True)
 class CleanableOffsets:
-    """The outcome of §7.1-7.2 for one partition."""
+    """The outcome of ``LogCleanerManager.cleanableOffsets`` and the dirty ratio for one partition."""
 
     first_dirty_offset: int
     first_uncleanable_dirty_offset: int     # before rounding to a segment boundary
@@ -68,7 +68,7 @@ class CleanableOffsets:
                 f"max-lag delay {self.max_compaction_delay_ms} ms: {state}")
 
 
-def _floor_index(segments: Sequence[LogSegment], offset: int) -> int:
+def _floor_index(segments: Sequence[SegmentInfo], offset: int) -> int:
     """Index of the segment holding ``offset`` (the last with base <= offset), or -1."""
     found = -1
     for i, s in enumerate(segments):
@@ -79,7 +79,7 @@ def _floor_index(segments: Sequence[LogSegment], offset: int) -> int:
     return found
 
 
-def _overlapping(segments: Sequence[LogSegment], start: int, end: int) -> list:
+def _overlapping(segments: Sequence[SegmentInfo], start: int, end: int) -> list:
     """``LogSegments.values(from, to)``: segments overlapping [start, end) (floor(start) onward)."""
     if start >= end:
         return []
@@ -87,7 +87,7 @@ def _overlapping(segments: Sequence[LogSegment], start: int, end: int) -> list:
     return [s for s in segments[first:] if s.base_offset < end]
 
 
-def _non_active_from(segments: Sequence[LogSegment], start: int) -> list:
+def _non_active_from(segments: Sequence[SegmentInfo], start: int) -> list:
     active = segments[-1]
     if start > active.base_offset:
         return []
@@ -101,11 +101,12 @@ def last_stable_offset(high_watermark: int, first_unstable_offset: Optional[int]
     return high_watermark
 
 
-def cleanable_offsets(*, segments: Sequence[LogSegment], log_start_offset: int, log_end_offset: int,
+def cleanable_offsets(*, segments: Sequence[SegmentInfo], log_start_offset: int, log_end_offset: int,
                       checkpoint_offset: Optional[int], high_watermark: int, first_unstable_offset: Optional[int],
                       now_ms: int, config: LogConfig) -> CleanableOffsets:
-    """Evaluate §7.1-7.2 for one partition. ``segments`` must be non-empty (a broker always has an
-    active segment); the last one is the active segment."""
+    """Evaluate ``LogCleanerManager.cleanableOffsets`` and the dirty ratio for one partition.
+    ``segments`` must be non-empty (a broker always has an active segment); the last one is the active
+    segment."""
     if not segments:
         raise ValueError("a log has at least one (active) segment")
     segments = list(segments)

@@ -1,5 +1,5 @@
 """Clean one partition folder end to end, as a broker's cleaner thread does one round
-(``Cleaner.doClean``/``cleanSegments``/``cleanInto`` and ``LocalLog.replaceSegments``; spec §7).
+(``Cleaner.doClean``/``cleanSegments``/``cleanInto`` and ``LocalLog.replaceSegments``; Kafka's ``Cleaner.java``, ``LocalLog.java``).
 
 Round, with ``now_ms`` explicit for every time-based rule:
 
@@ -9,8 +9,8 @@ Round, with ``now_ms`` explicit for every time-based rule:
             ``.snapshot`` in (log start, log end], expired producers dropped, then the batch
             headers from its offset replayed; empty control batches change nothing) → first
             unstable offset (clamped to the log start) and the active producers, then
-            ``cleanable_offsets`` (§7.1-7.2).
-2. map    — over [firstDirty, upperBound) (§7.4): the compiled map (``key_walk``) within
+            ``cleanable_offsets`` (``LogCleanerManager.cleanableOffsets``).
+2. map    — over [firstDirty, upperBound) (``Cleaner.buildOffsetMap``): the compiled map (``key_walk``) within
             ``map_budget`` bytes, in hash-slice passes if the keys do not fit (engine "fast"), or
             the reference dict (``build_offset_map``), or a map passed in.
 3. recopy — every segment with base < map.end_offset, from the start of the log, grouped by
@@ -32,7 +32,7 @@ Round, with ``now_ms`` explicit for every time-based rule:
               d. rename each ``.swap`` → final name                                [STEP_INSTALL]
               e. remove the ``.deleted`` files                                     [STEP_PURGE]
             then ``cleaner-offset-checkpoint[tp] = map.end_offset``, atomically    [STEP_CHECKPOINT]
-            A crash anywhere is repaired by a broker's startup, or ``kafkalog recover`` (§3.3):
+            A crash anywhere is repaired by a broker's startup, or ``kafkalog recover`` (``LogLoader.load``):
             before b. completes, the .swap/.cleaned files are dropped (old data intact); after,
             the swap is completed. A job that loses the log dir's lock mid-swap changes nothing
             more (not even this repair): the next ``recover`` does it. Known window inherited from Kafka: a crash inside c. keeps an
@@ -79,7 +79,7 @@ from kafkalog.log.lock import is_locked
 from kafkalog.log.names import parse_partition_dir_name
 from kafkalog.log.lock import lock_log_dir, locked_refusal
 from kafkalog.log.names import CLEANED_SUFFIX, format_segment_file_name
-from kafkalog.log.segment import SegmentHandle
+from kafkalog.log.segment import LogSegment
 from kafkalog.topic_partition import TopicPartition
 from kafkalog.cleaner import filter_to
 
@@ -96,7 +96,7 @@ RecordDecisions = Union[bool, Collection[int]]
 # --- map pass (Cleaner.buildOffsetMap) -------------------------------------------------------
 
 def offset_map_entries(plan: PartitionPlan) -> Iterable[Tuple[bytes, int]]:
-    """The (key, offset) pairs of the dirty range that enter the map, in log order (§7.4): the
+    """The (key, offset) pairs of the dirty range that enter the map, in log order (``Cleaner.buildOffsetMapForSegment``): the
     reference walk, for a caller that builds a map of its own (e.g. Kafka's bounded one, in tests)."""
     return map_entries(dirty_batches(plan), map_tracker(plan), plan.first_dirty_offset)
 
@@ -131,7 +131,7 @@ def read_chunks(positions: Sequence[int], sizes: Sequence[int], *, buffer_size: 
     """Split one source segment's batches into the cleaner's read chunks: [(first, end) batch
     index ranges]. A chunk holds the complete batches inside min(capacity, bytes left) from its
     start; when none fits, the capacity doubles (up to max(max.message.bytes or the batch's size,
-    max buffer)). Capacity resets per segment (§7.8)."""
+    max buffer)). Capacity resets per segment (``Cleaner.cleanInto``)."""
     chunks = []
     cap = max(buffer_size, 1)
     i, n = 0, len(positions)
@@ -217,7 +217,7 @@ class _Chunk:
 @dataclass
 class GroupOutput:
     base_offset: int
-    sources: List[SegmentHandle]
+    sources: List[LogSegment]
     sink: _Sink
     appender: IndexAppender
     txn_entries: list
@@ -254,7 +254,7 @@ class GroupOutput:
         """Nothing left to do: ``write`` indexed each batch as it came."""
 
 
-def _clean_group(plan: PartitionPlan, sources: List[SegmentHandle], offset_map: OffsetMap,
+def _clean_group(plan: PartitionPlan, sources: List[LogSegment], offset_map: OffsetMap,
                  io_buffer_size: int, result: PartitionCleanResult, record_decisions: RecordDecisions,
                  sink: _Sink, tracker: CleanedTransactionMetadata, ordinals: Dict[int, int]) -> GroupOutput:
     """Recopy one group into ``sink``. ``tracker`` is the round's: the groups of a round are cleaned
@@ -298,7 +298,7 @@ def _clean_group(plan: PartitionPlan, sources: List[SegmentHandle], offset_map: 
     return out
 
 
-def _clean_segment_fast(plan: PartitionPlan, seg: SegmentHandle, chunks, tracker: CleanedTransactionMetadata,
+def _clean_segment_fast(plan: PartitionPlan, seg: LogSegment, chunks, tracker: CleanedTransactionMetadata,
                         offset_map: OffsetMap, result: PartitionCleanResult, record_decisions: RecordDecisions,
                         out: "GroupOutput", ordinal: int) -> None:
     """The chunk loop of ``_clean_group`` for one source segment, over decoded windows; ``ordinal``:
@@ -339,7 +339,7 @@ def _clean_segment_fast(plan: PartitionPlan, seg: SegmentHandle, chunks, tracker
         out.end_chunk(chunk)
 
 
-def _recopy_compiled(plan: PartitionPlan, seg: SegmentHandle, chunks, tracker: CleanedTransactionMetadata,
+def _recopy_compiled(plan: PartitionPlan, seg: LogSegment, chunks, tracker: CleanedTransactionMetadata,
                      offset_map: KeyVerdicts, out: GroupOutput, ordinal: int) -> None:
     """The chunk loop over ``filter_to``'s windows: what each chunk's batches wrote, one write each."""
     windows = filter_to.filtered_windows(

@@ -3,7 +3,7 @@ decisions, counts, reasons and bytes as ``record_filter.filter_batch`` (the refe
 tested against), without a Python object per record.
 
 Per window: the per-batch steps (transaction tracker, ``check_batch_retention``) run in batch order
-in Python; the per-record rules (§7.7) run on numpy columns, with ONE lookup per record that needs
+in Python; the per-record rules (``Cleaner.shouldRetainRecord``) run on numpy columns, with ONE lookup per record that needs
 it, in compiled code (``key_walk.KeyVerdicts``: the compiled map, or its hash-slice bitsets), or
 ``dict.get`` for a precomputed ``ExactOffsetMap``; retained batches that lose records or get a
 horizon are re-encoded by the numba writer (``format.records_encode_accel``), or by the reference
@@ -166,7 +166,7 @@ def filter_window(win: SourceWindow, *, tracker: CleanedTransactionMetadata, act
         horizon = h.delete_horizon_ms
         horizon_passed[b] = horizon is not None and now_ms >= horizon
 
-    # per record (§7.7)
+    # per record (Cleaner.shouldRetainRecord)
     rec_mode = np.repeat(mode, per_batch)
     rec_control = np.repeat(control, per_batch)
     offsets = win.offsets
@@ -211,7 +211,7 @@ def filter_window(win: SourceWindow, *, tracker: CleanedTransactionMetadata, act
     counts.markers_kept += int(np.count_nonzero(kept & rec_control))
     counts.markers_removed += by_code[REMOVED_MARKER]
 
-    # per batch: the bytes written (§7.8)
+    # per batch: the bytes written (MemoryRecords.filterTo)
     out: List[BatchOutput] = []
     starts = rs.tolist()
     for b, h in enumerate(headers):

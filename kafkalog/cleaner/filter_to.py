@@ -1,4 +1,4 @@
-"""``MemoryRecords.filterTo`` (the cleaner's recopy of a source segment, spec §7.7-7.8) for windows of
+"""``MemoryRecords.filterTo`` (the cleaner's recopy of a source segment, ``MemoryRecords.java``) for windows of
 plain batches, compiled end to end: one numba call walks every record of the window once, looks its
 key up in the map pass's answer (``key_walk.KeyVerdicts``: two bits per record, or the compiled map
 below its ``map_below`` offset), decides keep/drop, and writes every batch's output — copied whole,
@@ -41,7 +41,7 @@ from kafkalog.cleaner import fast_filter as ff
 from kafkalog.cleaner import key_map as km
 from kafkalog.cleaner.key_walk import MAP_NEVER, KeyVerdicts
 from kafkalog.cleaner.source_segments import READ_WINDOW_BATCHES, read_windows
-from kafkalog.log.segment import SegmentHandle
+from kafkalog.log.segment import LogSegment
 from kafkalog.cleaner.producer_state import LastRecord
 from kafkalog.cleaner.record_filter import FilterCounts
 
@@ -370,7 +370,7 @@ def _run(buf, dbuf, b_src, b_start, b_end, h, offset_map: KeyVerdicts, now_ms: i
     return WindowOutput(first, out[:by[C_BYTES_WRITTEN]], *o)      # valid until the next window
 
 
-def filtered_windows(seg: SegmentHandle, *, tracker, active: Mapping[int, LastRecord], high_watermark: int,
+def filtered_windows(seg: LogSegment, *, tracker, active: Mapping[int, LastRecord], high_watermark: int,
                      offset_map: KeyVerdicts, now_ms: int, delete_retention_ms: int, counts: FilterCounts,
                      max_batch_bytes: int, ordinal: int) -> Iterator[WindowOutput]:
     """Every batch of ``seg`` filtered, in file order, a window at a time. ``ordinal``: the segment's

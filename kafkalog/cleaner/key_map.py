@@ -1,4 +1,4 @@
-"""The cleaner's key -> latest offset map, compiled and bounded (``SkimpyOffsetMap``, spec §7.3-7.4),
+"""The cleaner's key -> latest offset map, compiled and bounded (Kafka's ``SkimpyOffsetMap.java``, ``Cleaner.buildOffsetMap``),
 and the key-only record walk that fills it or marks superseded records, over the decoder's buffers.
 
 Exact where Kafka is not: Kafka keeps a 16-byte MD5 per key and accepts that two keys whose digests

@@ -1,4 +1,4 @@
-"""The map pass of a round (``Cleaner.buildOffsetMap``, spec §7.4) over a partition's segments,
+"""The map pass of a round (``Cleaner.buildOffsetMap`` in Kafka's ``Cleaner.java``) over a partition's segments,
 compiled: a window of batches is decompressed in one call, the transaction tracker sees only the
 transactional and control batches (Python; rare), and ``key_map.walk_keys_kernel`` walks the keys
 into the budgeted map. When the dirty range holds more distinct keys than the map takes, hash-slice
@@ -35,7 +35,7 @@ from kafkalog.format.varint import read_varint, read_varlong
 from kafkalog.cleaner import key_map as km
 from kafkalog.cleaner.source_segments import start_position
 from kafkalog.log.local_log import collect_aborted_transactions
-from kafkalog.log.segment import SegmentHandle
+from kafkalog.log.segment import LogSegment
 from kafkalog.topic_partition import UNKNOWN_PARTITION
 from kafkalog.cleaner.transaction_metadata import CleanedTransactionMetadata
 from kafkalog.cleaner.window_cache import WindowCache
@@ -71,7 +71,7 @@ class _Window:
     b_end: np.ndarray
 
 
-def _windows(seg: SegmentHandle, from_position: int, max_batch_bytes: int) -> Iterator[_Window]:
+def _windows(seg: LogSegment, from_position: int, max_batch_bytes: int) -> Iterator[_Window]:
     h = seg.scan().headers
     n = len(h)
     i = int(np.searchsorted(h.position, from_position, side="left")) if n else 0
@@ -101,7 +101,7 @@ def _control_type(w: _Window, b: int) -> Optional[int]:
     return cr.parse_control_type(rec[p:p + klen] if klen >= 0 else None)
 
 
-def _refuse(w: _Window, seg: SegmentHandle, b: int, pos: int, max_batch_bytes: int):
+def _refuse(w: _Window, seg: LogSegment, b: int, pos: int, max_batch_bytes: int):
     """A record that does not walk: the decoder names the error; else a plain one."""
     decode_window(w.buf, w.headers.head(b + 1), UNKNOWN_PARTITION, engine="auto", path=seg.log_path,
                   verify_crc=False, max_batch_bytes=max_batch_bytes)
@@ -154,11 +154,11 @@ class _DirtyWalk:
     """The map pass's batches. Every pass runs the transaction tracker afresh over them (it sees
     only the transactional and control batches, so this costs little); a verdict cached per window
     would be wrong, as the decoder may cut the same batches into windows differently each time."""
-    segments: List[Tuple[SegmentHandle, int, int]]     # (segment, start position, its first record's ordinal)
+    segments: List[Tuple[LogSegment, int, int]]     # (segment, start position, its first record's ordinal)
     records: int                                       # records of the walked batches (an upper bound on keys)
 
 
-def segment_ordinals(segments: Sequence[SegmentHandle]) -> Tuple[Dict[int, int], int]:
+def segment_ordinals(segments: Sequence[LogSegment]) -> Tuple[Dict[int, int], int]:
     """Each segment's first record's ordinal in the range the segments form, by base offset, and the
     range's records (a batch with a negative count holds none): how the bitsets number records."""
     firsts, total = {}, 0
@@ -168,7 +168,7 @@ def segment_ordinals(segments: Sequence[SegmentHandle]) -> Tuple[Dict[int, int],
     return firsts, total
 
 
-def _batch_ordinals(seg: SegmentHandle, first_ordinal: int) -> np.ndarray:
+def _batch_ordinals(seg: LogSegment, first_ordinal: int) -> np.ndarray:
     """Per batch of ``seg``: the ordinal of its first record in the recopied range."""
     counts = np.maximum(seg.scan().headers.recordsCount.astype(np.int64), 0)
     out = np.empty(len(counts), np.int64)
@@ -246,7 +246,7 @@ def _insert_pass(plan, walk: _DirtyWalk, m: km.KeyMap, n_slices: int, s: int, ma
     return _PassResult(True, mark and not skipped_data and not m.out_of_order)
 
 
-def _mark_pass(plan, recopied: Sequence[SegmentHandle], first_ordinals: Dict[int, int], m: km.KeyMap, n_slices: int,
+def _mark_pass(plan, recopied: Sequence[LogSegment], first_ordinals: Dict[int, int], m: km.KeyMap, n_slices: int,
                s: int, below_offset: int, found: np.ndarray, superseded: np.ndarray, max_batch_bytes: int) -> None:
     """Set the bits of the recopied records below ``below_offset`` whose keys (of slice s) the map
     holds: found, and superseded when the map's offset is greater."""
@@ -266,7 +266,7 @@ def _mark_pass(plan, recopied: Sequence[SegmentHandle], first_ordinals: Dict[int
                 _refuse(w, seg, b, at, max_batch_bytes)
 
 
-def _dirty_outside_walk(recopied: Sequence[SegmentHandle], starts, first_dirty: int) -> bool:
+def _dirty_outside_walk(recopied: Sequence[LogSegment], starts, first_dirty: int) -> bool:
     """Whether a batch the insert walk does not read (before its start) holds offsets at or past the
     first dirty offset (a stale index or offsets out of order): its records would have no bits."""
     walked_from = {s.base_offset: pos for s, pos, _ in starts}

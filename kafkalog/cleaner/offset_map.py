@@ -1,5 +1,6 @@
 """The key → latest offset map of one cleaning round (``SkimpyOffsetMap`` and
-``Cleaner.buildOffsetMap``, spec §7.3-7.4), exact instead of Kafka's MD5 table.
+``Cleaner.buildOffsetMap``, Kafka's ``SkimpyOffsetMap.java`` and
+``Cleaner.java``), exact instead of Kafka's MD5 table.
 
 Which records enter the map (dirty range [firstDirty, upperBound), batches in log order, the first
 segment read from ``offsetIndex.lookup(firstDirty).position``):
@@ -29,7 +30,10 @@ from kafkalog.cleaner.transaction_metadata import CleanedTransactionMetadata
 
 
 class OffsetMap(Protocol):
-    """What the record filter needs of the map."""
+    """Kafka's ``OffsetMap`` interface (``OffsetMap.java``), as much of it as the record filter needs:
+    ``latest_offset`` is its ``get``, ``end_offset`` the round's end (Kafka's ``latestOffset`` + 1 in
+    ``Cleaner.doClean``). Implemented by :class:`ExactOffsetMap`; the compiled engine's bounded table,
+    in ``SkimpyOffsetMap``'s role, is ``key_map.KeyMap``."""
 
     end_offset: int           # exclusive: records at or beyond it are not covered (kept)
 
@@ -38,8 +42,10 @@ class OffsetMap(Protocol):
 
 
 @dataclass
-class ExactOffsetMap:
-    """A dict over exact key bytes. ``end_offset`` = the round's upper bound (exclusive)."""
+class ExactOffsetMap(OffsetMap):
+    """An :class:`OffsetMap` over a dict of exact key bytes, unbounded: the reference engine's map (like
+    the ``FakeOffsetMap`` of Kafka's ``LogCleanerTest``, a hash map, where ``SkimpyOffsetMap`` keeps
+    MD5 digests in a fixed buffer). ``end_offset`` = the round's upper bound (exclusive)."""
 
     end_offset: int
     offsets: Dict[bytes, int] = field(default_factory=dict)
@@ -60,7 +66,7 @@ class ExactOffsetMap:
 
 def map_entries(batches: Iterable[SourceBatch], tracker: CleanedTransactionMetadata,
                 first_dirty_offset: int) -> Iterator[Tuple[bytes, int]]:
-    """The (key, offset) pairs that enter the map, in log order (§7.4). ``tracker`` holds the
+    """The (key, offset) pairs that enter the map, in log order (``Cleaner.buildOffsetMapForSegment``). ``tracker`` holds the
     aborted transactions collected for the dirty range."""
     for batch in batches:
         h = batch.header

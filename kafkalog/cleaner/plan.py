@@ -1,6 +1,7 @@
-"""The plan of one cleaning round (Kafka's ``LogToClean`` as ``LogCleanerManager`` and ``Cleaner.doClean``
-make it, spec §7.1-7.3): a partition's segments opened, its offsets, the producer state loaded as a
-broker loads it, and the cleanable range; everything decided before a byte is rewritten.
+"""The plan of one cleaning round (Kafka's ``LogToClean`` as ``LogCleanerManager`` and ``Cleaner.doClean`` make
+it, Kafka's ``LogCleanerManager.java`` and ``LogToClean.java``): a partition's segments opened, its offsets,
+the producer state loaded as a broker loads it, and the cleanable range; everything decided before a byte is
+rewritten.
 
 The offsets follow :mod:`kafkalog.log.local_log` (log start offset, high watermark, log-dir checkpoints);
 the plan stays its own type because it holds the opened, CRC-checked segments and the producer state
@@ -22,7 +23,7 @@ from kafkalog.log import local_log
 from kafkalog.log.local_log import collect_aborted_transactions, pending_swap_files, read_log_dir_checkpoints
 from kafkalog.log.names import parse_partition_dir_name, parse_segment_file_name
 from kafkalog.log.producer_snapshot import read_producer_snapshot
-from kafkalog.log.segment import SegmentHandle
+from kafkalog.log.segment import LogSegment
 from kafkalog.topic_partition import TopicPartition
 
 
@@ -37,7 +38,7 @@ class PartitionPlan:
     partition: int
     config: LogConfig
     now_ms: int
-    segments: List[SegmentHandle]
+    segments: List[LogSegment]
     log_start_offset: int
     log_end_offset: int
     high_watermark: int
@@ -54,7 +55,7 @@ class PartitionPlan:
     def upper_bound_offset(self) -> int:
         return self.offsets.upper_bound_offset
 
-    def dirty_segments(self) -> List[SegmentHandle]:
+    def dirty_segments(self) -> List[LogSegment]:
         lo, hi = self.first_dirty_offset, self.upper_bound_offset
         return [s for i, s in enumerate(self.segments)
                 if s.base_offset < hi and (i + 1 == len(self.segments) or self.segments[i + 1].base_offset > lo)]
@@ -92,7 +93,7 @@ def _seed_producer_state(partition_dir: Path, segment_bases: Sequence[int], log_
 def plan_partition(partition_dir, *, config: LogConfig, now_ms: int, broker: BrokerConfig = BrokerConfig(),
                    high_watermark: Optional[int] = None, log_start_offset: Optional[int] = None,
                    checkpoint_offset: Optional[int] = -1) -> PartitionPlan:
-    """Read a partition folder and decide the round (§7.1-7.2). Offsets not given come from the
+    """Read a partition folder and decide the round (``LogCleanerManager.cleanableOffsets``). Offsets not given come from the
     log dir's checkpoints (``checkpoint_offset=-1`` means "read cleaner-offset-checkpoint")."""
     path = Path(partition_dir)
     topic, partition, _kind = parse_partition_dir_name(path.name)

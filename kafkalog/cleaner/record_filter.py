@@ -1,6 +1,7 @@
 """The cleaner's per-batch and per-record decisions and the bytes of a retained batch
 (``LogCleaner``'s ``RecordFilter``: ``checkBatchRetention``/``shouldRetainRecord``, and
-``MemoryRecords.filterTo``/``buildRetainedRecordsInto``; spec §7.6-7.8). Pure: bytes in, bytes out.
+``MemoryRecords.filterTo``/``buildRetainedRecordsInto`` in ``MemoryRecords.java``, the filter of
+``Cleaner.cleanInto`` in ``Cleaner.java``). Pure: bytes in, bytes out.
 
 Per batch (after the transaction tracker classified it as ``can_discard``):
 
@@ -148,7 +149,7 @@ def is_batch_last_record_of_producer(header: rb.BatchHeader, active: Mapping[int
 
 def check_batch_retention(header: rb.BatchHeader, *, can_discard_batch: bool, is_last_of_active_producer: bool,
                           high_watermark: int, now_ms: int) -> BatchDecision:
-    """§7.6 for one batch already classified by the transaction tracker."""
+    """``checkBatchRetention`` (``Cleaner.cleanInto``'s filter) for one batch already classified by the transaction tracker."""
     horizon = header.delete_horizon_ms
     if header.is_control:
         discard = can_discard_batch and horizon is not None and horizon <= now_ms
@@ -174,7 +175,7 @@ def check_batch_retention(header: rb.BatchHeader, *, can_discard_batch: bool, is
 
 def record_decision(header: rb.BatchHeader, offset: int, key: Optional[bytes], value: Optional[bytes],
                     offset_map: OffsetMap, now_ms: int) -> RecordReason:
-    """§7.7 ``shouldRetainRecord`` for a data record of a batch whose records are not discarded."""
+    """``Cleaner.shouldRetainRecord`` for a data record of a batch whose records are not discarded."""
     if offset >= offset_map.end_offset:
         return RecordReason.KEPT_BEYOND_MAP
     if key is None:
@@ -193,7 +194,7 @@ def record_decision(header: rb.BatchHeader, offset: int, key: Optional[bytes], v
 def filter_batch(batch: SourceBatch, *, can_discard_batch: bool, is_last_of_active_producer: bool,
                  high_watermark: int, offset_map: OffsetMap, now_ms: int, delete_retention_ms: int,
                  record_decisions: bool = True) -> FilteredBatch:
-    """Filter one v2 batch (§7.6-7.8)."""
+    """Filter one v2 batch (``MemoryRecords.filterBatch``)."""
     h = batch.header
     decision = check_batch_retention(h, can_discard_batch=can_discard_batch,
                                      is_last_of_active_producer=is_last_of_active_producer,

@@ -1,5 +1,5 @@
 """Which source segments are recopied into one cleaned segment (``Cleaner.groupSegmentsBySize``,
-spec §7.5). Pure.
+Kafka's ``Cleaner.java``). Pure.
 
 Greedy from the oldest: a segment joins the current group while
 
@@ -16,12 +16,12 @@ from __future__ import annotations
 
 from typing import List, Sequence
 
-from kafkalog.log.segment import LogSegment
+from kafkalog.log.segment import SegmentInfo
 from kafkalog.format.varint import INT32_MAX
 
 
 
-def group_segments_by_size(segments: Sequence[LogSegment], *, max_size: int, max_index_size: int,
+def group_segments_by_size(segments: Sequence[SegmentInfo], *, max_size: int, max_index_size: int,
                            first_uncleanable_offset: int) -> List[List[int]]:
     """Group ``segments`` (ascending base offset); returns lists of indexes into ``segments``."""
     groups: List[List[int]] = []

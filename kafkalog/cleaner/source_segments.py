@@ -26,7 +26,7 @@ from kafkalog.format.records_reference import RecordRow
 from kafkalog.index.offset_index import read_offset_index
 from kafkalog.index.transaction_index import TransactionIndex, read_transaction_index
 from kafkalog.log.logdir import SegmentFiles, scan_partition_dir
-from kafkalog.log.segment import FROM_BATCHES, FROM_TIMEINDEX, LogSegment, SegmentHandle, active_max_timestamp, index_file_bytes, largest_timestamp_of, rolled_max_timestamp
+from kafkalog.log.segment import FROM_BATCHES, FROM_TIMEINDEX, SegmentInfo, LogSegment, active_max_timestamp, index_file_bytes, largest_timestamp_of, rolled_max_timestamp
 from kafkalog.format.record_batch import NO_TIMESTAMP
 from kafkalog.topic_partition import UNKNOWN_PARTITION
 from kafkalog.log import filesystem
@@ -112,7 +112,7 @@ class SourceWindow:
 
 # --- opening -------------------------------------------------------------------------------------
 
-def load_segment(files: SegmentFiles, *, next_base_offset: Optional[int] = None) -> SegmentHandle:
+def load_segment(files: SegmentFiles, *, next_base_offset: Optional[int] = None) -> LogSegment:
     """Open one segment for cleaning (``next_base_offset`` None: the active segment): its batches
     walked with every CRC checked and its ``.txnindex`` read, now, so trouble refuses the round. Its largest
     timestamp follows :mod:`kafkalog.log.segment`: the last ``.timeindex`` entry of a rolled segment
@@ -134,12 +134,12 @@ def load_segment(files: SegmentFiles, *, next_base_offset: Optional[int] = None)
     if files.txnindex is not None:
         txn = read_transaction_index(files.txnindex, base_offset=files.base_offset)
         txn.sanity_check(files.txnindex)
-    segment = LogSegment(files.base_offset, st.st_size, largest, source, mtime_ms, next_base_offset, first_ts,
+    segment = SegmentInfo(files.base_offset, st.st_size, largest, source, mtime_ms, next_base_offset, first_ts,
                          index_file_bytes(files.index), index_file_bytes(files.timeindex), files)
-    return SegmentHandle(segment, st.st_mtime_ns, txn_index=txn, _scan=scan)
+    return LogSegment(segment, st.st_mtime_ns, txn_index=txn, _scan=scan)
 
 
-def load_segments(partition_dir) -> List[SegmentHandle]:
+def load_segments(partition_dir) -> List[LogSegment]:
     """The segments of a partition folder in base-offset order (the last is the active one)."""
     found = scan_partition_dir(partition_dir).segments
     return [load_segment(f, next_base_offset=found[i + 1].base_offset if i + 1 < len(found) else None)
@@ -148,7 +148,7 @@ def load_segments(partition_dir) -> List[SegmentHandle]:
 
 # --- reading -------------------------------------------------------------------------------------
 
-def start_position(segment: SegmentHandle, offset: int) -> int:
+def start_position(segment: LogSegment, offset: int) -> int:
     """``offsetIndex.lookup(offset).position`` (0 when the index is missing or unreadable)."""
     if segment.index_path is None or offset <= segment.base_offset:
         return 0
@@ -178,7 +178,7 @@ def _record_rows(table) -> List[RecordRow]:
             for i in range(len(offsets))]
 
 
-def read_batches(segment: SegmentHandle, *, max_batch_bytes: int, from_position: int = 0,
+def read_batches(segment: LogSegment, *, max_batch_bytes: int, from_position: int = 0,
                  engine: str = "auto") -> Iterator[SourceBatch]:
     """Decode the segment's batches in file order, starting at the first batch at or after
     ``from_position``, one ``SourceBatch`` (with a ``RecordRow`` per record) at a time: the reference
@@ -202,7 +202,7 @@ def _valid(array) -> np.ndarray:
     return array.is_valid().to_numpy(zero_copy_only=False)
 
 
-def read_windows(segment: SegmentHandle, *, max_batch_bytes: int, from_position: int = 0,
+def read_windows(segment: LogSegment, *, max_batch_bytes: int, from_position: int = 0,
                  engine: str = "auto") -> Iterator[SourceWindow]:
     """Decode the segment's batches in file order from the first batch at or after ``from_position``,
     a window of batches at a time (the format layer's decoder: the numba engine unless

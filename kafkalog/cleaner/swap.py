@@ -1,6 +1,7 @@
 """Swapping a cleaned segment group in place of its sources, as ``LocalLog.replaceSegments`` does
 (``.cleaned`` → ``.swap`` → live, old files ``.deleted`` then removed, each step fsynced), and the
-``cleaner-offset-checkpoint`` update that follows (spec §7.9, §3.3). A crash between any two steps is
+``cleaner-offset-checkpoint`` update that follows (Kafka's ``LocalLog.replaceSegments``,
+``LogCleanerManager.doneCleaning``; what ``LogLoader.load`` does with the leftovers). A crash between any two steps is
 finished or rolled back by a broker's startup or ``kafkalog recover``.
 """
 from __future__ import annotations

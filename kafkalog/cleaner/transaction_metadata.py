@@ -1,5 +1,6 @@
-"""What the cleaner knows about transactions while it walks batches (``CleanedTransactionMetadata``,
-spec §7.6): which transactional data is aborted, and whether a transaction marker may be dropped.
+"""What the cleaner knows about transactions while it walks batches (``CleanedTransactionMetadata``, Kafka's
+``CleanedTransactionMetadata.java``): which transactional data is aborted, and whether a transaction marker
+may be dropped.
 
 The cleaner learns that a transaction was aborted ONLY from the ``.txnindex`` entries
 (``AbortedTxn``: producerId, firstOffset, lastOffset = ABORT marker offset, lastStableOffset)

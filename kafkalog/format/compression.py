@@ -1,4 +1,5 @@
-"""Kafka's compression codecs as the JVM writes and reads them (spec §2): gzip, xerial/raw snappy,
+"""Kafka's compression codecs as the JVM writes and reads them (Kafka's ``CompressionType.java`` and
+``compress/*Compression.java``, snappy-java's ``SnappyOutputStream``, ``Lz4BlockOutputStream``): gzip, xerial/raw snappy,
 Kafka's LZ4 frame subset (with the magic-0 broken header checksum), and zstd.
 
 ``decompress`` is bounded: a payload that expands beyond ``max_bytes`` raises DecompressedSizeError

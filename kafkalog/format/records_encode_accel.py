@@ -1,4 +1,4 @@
-"""The accelerated writer of a retained v2 batch (the cleaner's write-back, spec §7.8): a numba
+"""The accelerated writer of a retained v2 batch (the cleaner's write-back, ``MemoryRecords.filterTo``): a numba
 kernel re-encodes the kept records of one batch straight from its (decompressed) records region.
 
 A retained record keeps its offsetDelta (baseOffset is kept), key, value and headers, so the kernel

@@ -2,8 +2,9 @@
 rebuild (``LogSegment.recover``), ``IndexAppender`` is ``LogSegment.append``'s bookkeeping, and
 ``build_transaction_index`` replays producer state to find the aborted transactions.
 
-All three work on per-batch values (positions, sizes, offsets, timestamps, producer fields), not
-on bytes, so they do not depend on how the batches were read. Rules: spec §5.1-§5.3 and §3.6.
+All three work on per-batch values (positions, sizes, offsets, timestamps, producer fields), not on bytes,
+so they do not depend on how the batches were read. Rules: Kafka's ``LogSegment.append``,
+``LogSegment.recover``, ``LogSegment.onBecomeInactiveSegment`` and ``TransactionIndex.java``.
 """
 from __future__ import annotations
 
@@ -62,7 +63,7 @@ def build_indexes(
     ``positions`` (byte position in the .log), ``sizes`` (whole batch incl. the 12-byte log
     overhead), ``last_offsets``, ``max_timestamps`` (−1 when the batch has none, e.g. magic 0).
 
-    Rule (§5.2): an offset-index entry (batch lastOffset, batch position) is due when
+    Rule (``LogSegment.recover``): an offset-index entry (batch lastOffset, batch position) is due when
     ``position − lastIndexEntryPosition > index_interval_bytes`` (strict, before adding the batch's
     size, so position 0 is never indexed); with it the time index gets the running
     (max timestamp, lastOffset of the earliest batch reaching it) if that timestamp is strictly
@@ -186,11 +187,11 @@ def _check_contiguous(pos: np.ndarray, size: np.ndarray) -> None:
 # --- append path ----------------------------------------------------------------------------
 
 class IndexAppender:
-    """``LogSegment.append``'s index bookkeeping for a fresh segment (§5.1), one call per append.
+    """``LogSegment.append``'s index bookkeeping for a fresh segment, one call per append.
 
     One append may carry several batches (a follower's fetched chunk, a cleaner chunk): its entry
     maps the append's LARGEST offset to the append's START position, so multi-batch appends give
-    chunk-granular indexes that differ from a recovery rebuild (§5.4). With one batch per append
+    chunk-granular indexes that differ from a recovery rebuild. With one batch per append
     the result equals :func:`build_indexes`.
     """
 
@@ -239,7 +240,7 @@ class IndexAppender:
         self._bytes_since_last_entry += int(size)
 
     def finish(self) -> Tuple[OffsetIndex, TimeIndex]:
-        """Roll/close: offer the running max to the time index once more (§5.3) and return the
+        """Roll/close: offer the running max to the time index once more (``LogSegment.onBecomeInactiveSegment``) and return the
         trimmed indexes. Idempotent (an equal timestamp is never appended twice)."""
         self._maybe_append_time_entry()
         return (

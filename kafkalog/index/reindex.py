@@ -4,7 +4,7 @@ as recovery does — one row per index file saying what was found and done (``RE
 ``log`` row for each ``.log`` with a corrupt tail (class ``corrupt``), for the skipped active segment
 (class ``skipped``) and for a segment that could not be read (class ``error``).
 
-Rules and choices (spec §3.3, §4.2, §5.2-§5.4):
+Rules and choices (Kafka's ``LogLoader.load``, ``AbstractIndex.resize``, ``LogSegment.recover``):
 
 * **Active segment** (the partition's last): a running broker owns it — its indexes are preallocated,
   zero-padded and written as it appends. It is skipped unless ``include_active``; then it is checked
@@ -16,7 +16,7 @@ Rules and choices (spec §3.3, §4.2, §5.2-§5.4):
   the folder fsynced. ``identical`` files are not touched, so a second run changes nothing and reports
   every file ``identical``. A ``.txnindex`` whose rebuild is empty is truncated to 0 bytes (as recovery
   does) and never created.
-* **Corrupt tail** (``truncate_tail``): the ``.log`` is cut where recovery truncates it (§5.2,
+* **Corrupt tail** (``truncate_tail``): the ``.log`` is cut where recovery truncates it (``LogSegment.recover``,
   ``file_records.recovery_valid_bytes``: Kafka judges a batch by its size and CRC only, so a CRC-valid
   batch with magic > 2 or a negative record count is kept, and a magic > 2 batch with a bad CRC is
   not). The cut bytes are first saved, atomically, beside it as
@@ -24,7 +24,7 @@ Rules and choices (spec §3.3, §4.2, §5.2-§5.4):
   same place saved other bytes: a side file is never overwritten). A broker never reads or deletes that file:
   it is not a segment, index, snapshot, ``.deleted``/``.cleaned``/``.swap`` or ``.tmp`` name, and
   because it does not start with digits, the startup pass that deletes files whose leading offset lies
-  in an interrupted swap's range skips it (``offsetFromFile`` fails and the file is ignored, §3.3) — a
+  in an interrupted swap's range skips it (``offsetFromFile`` fails and the file is ignored, ``LogLoader.load``) — a
   ``<base>.log.<suffix>`` name would be deleted there. ``kafkalog dump --files`` reads ``.bin`` files as
   raw record sets. Unlike a broker, later segments are kept (a broker recovering a truncated segment
   deletes every later one); the row says how many there are. While a ``.log`` keeps a corrupt tail,

@@ -1,55 +1,59 @@
 """Index verification: is each of a segment's ``.index``, ``.timeindex`` and ``.txnindex`` what
-Kafka's recovery would build from the ``.log`` (spec §5.2-§5.4), a valid index laid out differently,
-missing, or corrupt — and, for the ``.log`` itself, where its valid bytes end.
+Kafka's recovery would build from the ``.log`` (``LogSegment.recover``), a valid index laid out
+differently, missing, or corrupt — and, for the ``.log`` itself, where its valid bytes end.
 
 Every index file gets one class (``IndexVerdict.status``):
 
 ``identical``
-    byte-identical to the rebuild (§5.2 over the valid batches with the topic's
-    ``index.interval.bytes``, trimmed, with the final roll/close time-index entry, §5.3).
+    byte-identical to the rebuild (``LogSegment.recover`` over the valid batches with the topic's
+    ``index.interval.bytes``, trimmed, with the final roll/close time-index entry,
+    ``LogSegment.onBecomeInactiveSegment``).
 ``valid``
     not identical, but every entry is consistent with the log, so every lookup a broker makes through
-    it is right; ``reason`` says how it differs (§5.4): chunk-granular entries of follower fetches or
-    cleaner output, entries where another ``index.interval.bytes`` puts them (the interval is inferred
-    from the entries), a broker restart, an index that stops early, older brokers' time-index entries
-    that hold the offset of the RECORD with the max timestamp instead of its batch's last offset (the
-    ``pinterest__tiered-storage`` fixtures), the zero-padded preallocated file of an active segment.
+    it is right; ``reason`` says how it differs (``LogSegment.append`` indexes per append, recovery per
+    batch): chunk-granular entries of follower fetches or cleaner output, entries where another
+    ``index.interval.bytes`` puts them (the interval is inferred from the entries), a broker restart, an
+    index that stops early, older brokers' time-index entries that hold the offset of the RECORD with the
+    max timestamp instead of its batch's last offset (the ``pinterest__tiered-storage`` fixtures), the
+    zero-padded preallocated file of an active segment.
 ``missing``
     no file. (``.txnindex`` only when an aborted transaction ends in the segment: Kafka creates that
-    file for the first one, §3.2; an absent ``.txnindex`` with nothing to hold gets no verdict.)
+    file for the first one, ``TransactionIndex.append``; an absent ``.txnindex`` with nothing to hold
+    gets no verdict.)
 ``corrupt``
     some entry is not consistent with the log; ``first_bad_entry`` (slot number),
     ``first_bad_position`` (byte in the index file) and ``reason`` name the first one.
 
-How many slots count (§4.3): a ROLLED segment's index is trimmed by Kafka, and Kafka counts
-``length // entry size`` entries, so every slot is an entry and a zero slot (an untrimmed
-preallocated tail) is corrupt. An ACTIVE segment's files are preallocated to ``segment.index.bytes``
-with a zero tail: its entries end at the first zero slot (DumpLogSegments' rule) and every byte after
-must be zero; it needs no final time-index entry yet.
+How many slots count (``AbstractIndex``'s entries and ``trimToValidSize``): a ROLLED segment's index is
+trimmed by Kafka, and Kafka counts ``length // entry size`` entries, so every slot is an entry and a zero
+slot (an untrimmed preallocated tail) is corrupt. An ACTIVE segment's files are preallocated to
+``segment.index.bytes`` with a zero tail: its entries end at the first zero slot (DumpLogSegments' rule) and
+every byte after must be zero; it needs no final time-index entry yet.
 
-Offset index, entry ``i`` = (offset O, position P), checked in this order (§4.1, §4.5, §4.7):
-the length is a multiple of 8; O ≥ base offset; P > 0 (Kafka never indexes the first batch, so an
-all-zero slot is padding); O and P strictly increase; P < the valid bytes of the ``.log`` and is the
-start of a batch; O ≤ the log's last offset; the batch before P ends below O (else a lookup of an
+Offset index, entry ``i`` = (offset O, position P), checked in this order (``OffsetIndex.append``,
+``OffsetIndex.sanityCheck``): the length is a multiple of 8; O ≥ base offset; P > 0 (Kafka never indexes the
+first batch, so an all-zero slot is padding); O and P strictly increase; P < the valid bytes of the ``.log``
+and is the start of a batch; O ≤ the log's last offset; the batch before P ends below O (else a lookup of an
 offset between them would start after its batch).
 
-Time index, entry ``i`` = (timestamp T, offset O) (§4.1, §4.5, §4.7, §9): the length is a multiple
-of 12; O ≥ base offset; T strictly and O weakly increase; O ≤ the log's last offset and lies in a
-batch (v2: [baseOffset, lastOffset]; legacy: after the previous batch's last offset); that batch's
-max timestamp is T (DumpLogSegments' timestamp check); no earlier batch carries a timestamp ≥ T
-(else a lookup by timestamp would skip it). A rolled segment's last entry must carry the segment's
-max timestamp (the final roll entry, §5.3: retention reads it as ``largestTimestamp``).
+Time index, entry ``i`` = (timestamp T, offset O) (``TimeIndex.maybeAppend``, ``TimeIndex.sanityCheck``,
+``DumpLogSegments``'s index checks): the length is a multiple of 12; O ≥ base offset; T strictly and O
+weakly increase; O ≤ the log's last offset and lies in a batch (v2: [baseOffset, lastOffset]; legacy: after
+the previous batch's last offset); that batch's max timestamp is T (DumpLogSegments' timestamp check); no
+earlier batch carries a timestamp ≥ T (else a lookup by timestamp would skip it). A rolled segment's last
+entry must carry the segment's max timestamp (the final roll entry, ``LogSegment.onBecomeInactiveSegment``:
+retention reads it as ``largestTimestamp``).
 
-Transaction index (§3.6): whole 34-byte entries (a partial tail is corrupt), version 0, lastOffset
-within the segment and strictly increasing, firstOffset ≤ lastOffset, an ABORT marker of that
-producer at lastOffset, and no aborted transaction of the log left out. The rebuild replays producer
-state (``kafkalog.index.builder.replay_transactions``) from the state at the segment's start — the
-``<base>.snapshot`` when there is one, else what the previous segments left. When that state is
-unknown (the partition's first segment starts above 0 with no snapshot), an existing entry for a
-marker whose transaction began earlier is kept, and differing first/last-stable offsets are
-``valid``, not ``corrupt``.
+Transaction index (``TransactionIndex.java``, ``AbortedTxn.java``): whole 34-byte entries (a partial tail is
+corrupt), version 0, lastOffset within the segment and strictly increasing, firstOffset ≤ lastOffset, an
+ABORT marker of that producer at lastOffset, and no aborted transaction of the log left out. The rebuild
+replays producer state (``kafkalog.index.builder.replay_transactions``) from the state at the segment's
+start — the ``<base>.snapshot`` when there is one, else what the previous segments left. When that state is
+unknown (the partition's first segment starts above 0 with no snapshot), an existing entry for a marker
+whose transaction began earlier is kept, and differing first/last-stable offsets are ``valid``, not
+``corrupt``.
 
-The ``.log`` (§5.2): batches are walked with CRC checks as recovery does; ``LogTail`` holds the valid
+The ``.log`` (``LogSegment.recover``): batches are walked with CRC checks as recovery does; ``LogTail`` holds the valid
 bytes, the size and the first problem. Indexes are judged against the valid prefix only.
 """
 from __future__ import annotations

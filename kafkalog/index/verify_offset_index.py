@@ -86,20 +86,20 @@ def _explain_offset_layout(offsets, pos, j, b: Batches, rebuilt: OffsetIndex, in
     chunk = offsets != b.last[j]
     if chunk.any():
         return (f"{int(chunk.sum())} of {len(offsets)} entries map the last offset of a multi-batch append to the "
-                "position of its first batch (follower fetches, cleaner or split output; spec §5.4)")
+                "position of its first batch (follower fetches, cleaner or split output: LogSegment.append indexes per append)")
     lo, hi, tail_lo = _interval_bounds(b.position, j)
     if lo <= hi and tail_lo <= hi and max(lo, tail_lo) <= hi:
         lo = max(lo, tail_lo)
         span = f"={lo}" if lo == hi else (f" in {lo}..{hi}" if hi < 2**62 else f" >= {lo}")
         return (f"entries are where recovery puts them with index.interval.bytes{span} (the next batch more than "
                 f"that many bytes after the previous entry), not the configured {interval}: the broker used "
-                "another interval (spec §5.4)")
+                "another interval")
     if lo <= hi:
         return (f"entries stop at position {int(pos[-1]) if len(pos) else 0} although the log goes on to "
                 f"{int(b.position[-1]) if b.n else 0}: the index ends early ({len(rebuilt)} entries after a "
                 f"rebuild, {len(offsets)} here)")
     return ("batch-granular entries at a spacing no single index.interval.bytes gives (a broker restart while the "
-            "segment was active, a changed interval, or a follower truncation; spec §5.4)")
+            "segment was active, a changed interval, or a follower truncation)")
 
 
 def offset_index_interval(verdict: IndexVerdict, path: Path, base: int, b: Batches,

@@ -81,7 +81,7 @@ def verify_time_index(path: Path, base: int, b: Batches, rebuilt: Optional[TimeI
     if record_level.any():
         reasons.append(f"{int(record_level.sum())} of {n} entries hold the offset of the record with the max "
                        "timestamp inside its batch where recovery stores the batch's last offset (older brokers' "
-                       "append path, changed around KAFKA-16310; spec §5.4)")
+                       "append path, changed around KAFKA-16310)")
     if rebuilt is not None:
         normal = (ts, batch_last)
         same = _same_time_entries(normal, rebuilt, is_active)
@@ -96,14 +96,13 @@ def verify_time_index(path: Path, base: int, b: Batches, rebuilt: Optional[TimeI
                         lo, hi = interval_range
                         span = f"={lo}" if lo == hi else f" in {lo}..{hi}" if hi < 2**62 else f" >= {lo}"
                         reasons.append(f"entries are where index.interval.bytes{span} puts them (the interval the "
-                                       f"offset index shows), not the configured {interval} (spec §5.4)")
+                                       f"offset index shows), not the configured {interval}")
                         explained = True
                 except KafkalogError:
                     pass
             if not explained:
                 reasons.append(f"entries sit at other batches than recovery's with index.interval.bytes={interval} "
-                               "(another interval, a broker restart's close entry, follower or cleaner appends; "
-                               "spec §5.4)")
+                               "(another interval, a broker restart's close entry, follower or cleaner appends)")
         if is_active and n < len(rebuilt) and same:
             reasons.append("no final entry yet (an active segment gets it when rolled or closed)")
     if not reasons:

@@ -1,9 +1,10 @@
 """A partition folder loaded as a broker loads it, without recovering anything (Kafka's ``LocalLog``
-as ``LogLoader`` builds it): its :class:`~kafkalog.log.segment.LogSegment` list and its offsets, with
+as ``LogLoader`` builds it): its :class:`~kafkalog.log.segment.SegmentInfo` list and its offsets, with
 the offset rules written once; and the partition-level reads over opened segments (the aborted
 transactions of their ``.txnindex`` files, leftovers of an interrupted compaction).
 
-Offset rules (spec §3.4, §6.2, §6.5; ``LogLoader.load``, ``ReplicaManager``'s high-watermark checkpoint):
+Offset rules (``LogLoader.load``, ``UnifiedLog.deletableSegments``, ``LogSegment.largestTimestamp``,
+``ReplicaManager``'s high-watermark checkpoint, ``OffsetCheckpointFile.java``):
 
 * log start offset = max(``log-start-offset-checkpoint`` entry, first segment base offset); a missing
   entry means the first segment's base offset (no segment: the entry, else 0).
@@ -31,7 +32,7 @@ from kafkalog.format.file_records import scan_batches
 from kafkalog.index.transaction_index import AbortedTxn
 from kafkalog.log.logdir import PartitionDir, SegmentFiles, scan_partition_dir
 from kafkalog.log.names import LIVE
-from kafkalog.log.segment import FROM_BATCHES, FROM_MTIME, FROM_TIMEINDEX, LogSegment, SegmentHandle, active_max_timestamp, index_file_bytes, largest_timestamp_of, rolled_max_timestamp
+from kafkalog.log.segment import FROM_BATCHES, FROM_MTIME, FROM_TIMEINDEX, SegmentInfo, LogSegment, active_max_timestamp, index_file_bytes, largest_timestamp_of, rolled_max_timestamp
 from kafkalog.format.record_batch import NO_TIMESTAMP
 from kafkalog.topic_partition import TopicPartition
 from kafkalog.log import filesystem
@@ -74,7 +75,7 @@ class LocalLog:
     topic: str
     partition: int
     kind: str
-    segments: list[LogSegment]
+    segments: list[SegmentInfo]
     log_start_offset: int
     log_end_offset: int
     high_watermark_checkpoint: Optional[int]        # the raw checkpoint entry, None when absent
@@ -165,7 +166,7 @@ def load_partition(partition_dir: PartitionDir, checkpoints: LogDirCheckpoints) 
     """Load one listed partition folder. Per-file trouble becomes a problem line; only an unreadable
     folder raises (OSError)."""
     problems = list(partition_dir.problems)
-    infos: list[LogSegment] = []
+    infos: list[SegmentInfo] = []
     segments = partition_dir.segments
     log_end_offset = segments[-1].base_offset if segments else 0
     for i, seg in enumerate(segments):
@@ -181,7 +182,7 @@ def load_partition(partition_dir: PartitionDir, checkpoints: LogDirCheckpoints) 
                 largest, source = mtime_ms, FROM_MTIME
         else:
             largest, source = _rolled_largest_timestamp(seg, mtime_ms, problems)
-        infos.append(LogSegment(
+        infos.append(SegmentInfo(
             base_offset=seg.base_offset, size=stat.st_size, largest_timestamp_ms=largest,
             largest_timestamp_source=source, mtime_ms=mtime_ms,
             next_base_offset=None if active else segments[i + 1].base_offset, first_batch_timestamp_ms=first_ts,
@@ -218,12 +219,12 @@ def load_partition_path(path: os.PathLike | str, *, log_dir: Optional[os.PathLik
 
 def pending_swap_files(partition_dir) -> List[str]:
     """``.cleaned``/``.swap`` files of an interrupted compaction, which a broker's startup finishes or
-    drops (spec §3.3) and which must be dealt with before another round."""
+    drops (``LogLoader.load``) and which must be dealt with before another round."""
     return [p.name for p in scan_partition_dir(partition_dir).leftovers
             if p.name.endswith((".cleaned", ".swap"))]
 
 
-def collect_aborted_transactions(segments: Sequence[SegmentHandle], start_offset: int, upper_bound: int,
+def collect_aborted_transactions(segments: Sequence[LogSegment], start_offset: int, upper_bound: int,
                                  log_start_offset: int) -> List[AbortedTxn]:
     """``UnifiedLog.collectAbortedTransactions(start, upperBound)``: from the segment holding
     ``start_offset`` on, the entries with lastOffset >= logStartOffset and firstOffset < upperBound,

@@ -1,13 +1,14 @@
 """A log dir's ``.lock``: the one place that talks to ``fcntl``. Tells whether a broker or another job
 holds it, takes it for a job that modifies the dir, and ships that claim to other processes as a fence.
 
-Kafka takes ``.lock`` with ``FileChannel.tryLock()``, which on Linux is a process-associated POSIX
-record lock (``fcntl(F_SETLK)``, exclusive, whole file). ``is_locked`` asks the kernel with
-``F_OFD_GETLK`` on a read-only descriptor: a pure query that never takes the lock itself (a broker
-starting at that instant is not refused), needs no write permission (read-only copies and mounts
-work), never creates the file, and also sees locks held by this very process. Any descriptor closed
-on a file drops this process's POSIX locks on it, so locks taken with ``lock_log_dir`` are tracked
-and never re-opened while held. Other platforms fall back to a ``lockf`` probe on a fresh descriptor.
+Kafka (``LogManager.lockLogDirs``, ``FileLock.tryLock``) takes ``.lock`` with ``FileChannel.tryLock()``,
+which on Linux is a process-associated POSIX record lock (``fcntl(F_SETLK)``, exclusive, whole file).
+``is_locked`` asks the kernel with ``F_OFD_GETLK`` on a read-only descriptor: a pure query that never takes
+the lock itself (a broker starting at that instant is not refused), needs no write permission (read-only
+copies and mounts work), never creates the file, and also sees locks held by this very process. Any
+descriptor closed on a file drops this process's POSIX locks on it, so locks taken with ``lock_log_dir`` are
+tracked and never re-opened while held. Other platforms fall back to a ``lockf`` probe on a fresh
+descriptor.
 """
 from __future__ import annotations
 

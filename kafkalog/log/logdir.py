@@ -1,7 +1,7 @@
-"""What is in one or many Kafka log dirs: partition folders, their segment files and leftovers, the
-log-dir checkpoints and metadata, and whether a live broker holds the dir's ``.lock``. Scanning
-never raises for one bad folder: it is reported in ``LogDir.problems``. (File and folder names:
-``log.names``; the lock: ``log.lock``.)
+"""What is in one or many Kafka log dirs (what Kafka's ``LogManager.loadLogs`` walks): partition
+folders, their segment files and leftovers, the log-dir checkpoints and metadata, and whether a live
+broker holds the dir's ``.lock``. Scanning never raises for one bad folder: it is reported in
+``LogDir.problems``. (File and folder names: ``log.names``; the lock: ``log.lock``.)
 """
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ class SegmentFiles:
 class PartitionDir:
     """One partition folder as found on disk.
 
-    ``leftovers`` are files a broker removes or completes at startup (§3.3): ``.deleted``,
+    ``leftovers`` are files a broker removes or completes at startup (``LogLoader.load``): ``.deleted``,
     ``.cleaned`` and ``.swap`` files, index files with no ``.log`` beside them, and ``*.tmp`` files
     of interrupted checkpoint writes. ``stray_snapshots`` are ``.snapshot`` files whose offset is not
     a segment base (Kafka keeps only the latest one, taken at clean shutdown, when it lies above the

@@ -2,7 +2,7 @@
 Kafka does (``LogFileUtils``, ``UnifiedLog.logDirName``, ``CheckpointFile``). Pure: nothing here
 touches the disk.
 
-Layout (spec §3.1, §3.2)::
+Layout (Kafka's ``LogFileUtils.java``, ``UnifiedLog.logDirName``)::
 
     <log dir>/
       .lock                                  LOCK_FILE, held by the broker (POSIX record lock)

@@ -1,5 +1,6 @@
 """Read and write Kafka's producer-state snapshots, ``<offset>.snapshot`` in a partition folder
-(spec §3.7; ``ProducerStateManager.readSnapshot/writeSnapshot``, ProducerSnapshot.json version 1).
+(``ProducerStateManager.readSnapshot/writeSnapshot`` in Kafka's ``ProducerStateManager.java``,
+ProducerSnapshot.json version 1).
 
 Layout (big-endian)::
 

@@ -1,5 +1,6 @@
-"""Segments (LogSegment): read a .log as Arrow, streamed in bounded RecordBatches or whole, and write
-a segment — .log plus the .index and .timeindex Kafka's recovery would build for it.
+"""Segment files as Arrow: read a .log (batch by batch, as Kafka's ``FileRecords`` does), streamed in
+bounded RecordBatches or whole, and write a segment — .log plus the .index and .timeindex Kafka's
+recovery (``LogSegment.recover``) would build for it.
 """
 from __future__ import annotations
 

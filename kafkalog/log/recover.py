@@ -1,6 +1,6 @@
-"""Do the file clean-up of a broker's startup (``LogLoader.load``: ``removeTempFilesAndCollectSwapFiles``,
-the swap passes, and the orphan-index check of ``loadSegmentFiles``; spec §3.3 steps 1-3), in Kafka's
-order, partition folder by partition folder, with a report.
+"""Do the file clean-up of a broker's startup (``LogLoader.load``: ``removeTempFilesAndCollectSwapFiles``, the
+swap passes, and the orphan-index check of ``loadSegmentFiles``; Kafka's ``LogLoader.java``, its first three
+steps), in Kafka's order, partition folder by partition folder, with a report.
 
 1. delete every ``*.deleted`` file (not KRaft ``*.checkpoint.deleted``); collect ``*.cleaned`` and
    ``*.swap``; delete every ``.swap`` whose base offset >= the smallest ``.cleaned`` base offset (an
@@ -82,7 +82,7 @@ def _read_next_offset(log_swap: Path, base: int) -> int:
 
 
 def recover_partition(partition_dir) -> PartitionRecovery:
-    """Apply §3.3 steps 1-3's file clean-up to one partition folder (the caller holds the log dir lock).
+    """Apply ``LogLoader.load``'s file clean-up (its first three steps) to one partition folder (the caller holds the log dir lock).
     Every deletion and rename goes through ``durable``, so under ``durable.fenced`` each one first
     checks that the lock is still held: a recovery whose lock is lost stops (``error``) and changes
     nothing more."""

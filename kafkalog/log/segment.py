@@ -1,7 +1,9 @@
-"""One segment of a partition's log (Kafka's ``LogSegment``): :class:`LogSegment`, the frozen numbers
-every decision reads of it; :class:`SegmentHandle`, the segment opened, whose files are read when first
-needed and kept (lookups and the cleaner share it); and the segment rules written once,
-``maxTimestampAndOffsetSoFar`` and ``largestTimestamp``.
+"""One segment of a partition's log: :class:`LogSegment` is Kafka's ``LogSegment`` (the segment
+opened, whose files are read when first needed and kept: lookups and the cleaner share it);
+:class:`SegmentInfo` is the frozen numbers every decision reads of one (Kafka has no such type: its
+retention and cleaner read them off the ``LogSegment`` itself, which a driver deciding from a listing
+cannot open); and the segment rules written once, ``maxTimestampAndOffsetSoFar`` and
+``largestTimestamp``.
 
 Kafka's rules (``LogSegment``, ``LogLoader``):
 
@@ -41,9 +43,10 @@ FROM_TIMEINDEX, FROM_BATCHES, FROM_MTIME = "timeindex", "batches", "mtime"
 # --- data structures -----------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class LogSegment:
-    """What retention, the cleaner's plan, the catalog and lookups read of one segment: plain
-    numbers, so a driver can decide from a listing without opening a ``.log``."""
+class SegmentInfo:
+    """What retention, the cleaner's plan, the catalog and lookups read of one segment (the numbers
+    Kafka reads off its ``LogSegment``): plain numbers, so a driver can decide from a listing without
+    opening a ``.log``."""
 
     base_offset: int
     size: int                                        # .log bytes (LogSegment.size)
@@ -62,12 +65,12 @@ class LogSegment:
 
 
 @dataclass
-class SegmentHandle:
-    """One segment opened: its :class:`LogSegment` and what has been read of it, each part loaded when
-    first needed and kept. How a part is filled is the reader's policy: lookups rebuild an index that
+class LogSegment:
+    """One segment opened (Kafka's ``LogSegment``): its :class:`SegmentInfo` and what has been read of
+    it, each part loaded when first needed and kept. How a part is filled is the reader's policy: lookups rebuild an index that
     fails its checks from the ``.log``, the cleaner refuses a corrupt segment (``scan`` checks CRCs)."""
 
-    segment: LogSegment
+    segment: SegmentInfo
     mtime_ns: int = 0
     fd: Optional[filesystem.RangeFile] = None          # the .log opened for positional reads (``open``): os.pread, or ranged GETs
     offset_index: Optional[OffsetIndex] = None
@@ -181,6 +184,6 @@ def active_max_timestamp(max_timestamps: Sequence[int]) -> int:
     return running_max((NO_TIMESTAMP, 0), values, np.zeros(len(values), dtype=np.int64))[0]
 
 
-__all__ = ["FROM_BATCHES", "FROM_MTIME", "FROM_TIMEINDEX", "NO_TIMESTAMP", "LogSegment", "SegmentHandle", "active_max_timestamp", "index_file_bytes",
+__all__ = ["FROM_BATCHES", "FROM_MTIME", "FROM_TIMEINDEX", "NO_TIMESTAMP", "LogSegment", "SegmentInfo", "active_max_timestamp", "index_file_bytes",
            "largest_timestamp", "largest_timestamp_of", "rolled_max_timestamp",
            "running_max"]

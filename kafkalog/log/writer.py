@@ -1,6 +1,6 @@
 """Writing records back into a log dir a broker loads: each topic-partition's records (an Arrow table with
 the data source's columns) as a partition folder of segments rolled as a broker rolls them
-(``kafkalog.log.roll``), each with the ``.index`` / ``.timeindex`` Kafka's recovery builds, a
+(``kafkalog.log.roll``), each with the ``.index`` / ``.timeindex`` Kafka's recovery (``LogSegment.recover``) builds, a
 ``.txnindex`` where an aborted transaction ends, a ``leader-epoch-checkpoint`` as recovery assigns it, and the log dir's checkpoint files and
 ``meta.properties``. Every file goes through ``kafkalog.log.durable`` (temporary name, fsync, rename).
 

@@ -1,7 +1,8 @@
 """Offset lookups on one partition folder, answered as a broker answers them: ListOffsets
 (EARLIEST, LATEST, MAX_TIMESTAMP, offset-for-timestamp) and offset -> batch position (the first
 step of a fetch), through the ``.index``/``.timeindex`` files, reading only a few index intervals
-of a ``.log`` (spec §4.4, §5, §6.5, §8).
+of a ``.log`` (``UnifiedLog.fetchOffsetByTimestamp``, ``LogSegment.translateOffset``/
+``findOffsetByTimestamp``, ``OffsetIndex.lookup``, ``TimeIndex.lookup``).
 
 Use::
 
@@ -39,7 +40,7 @@ File handling (where "offline" needs an answer Kafka does not give):
   the LAST segment is treated as the end of the log (what recovery would truncate) and noted in
   ``PartitionLog.notes``.
 * Files are read as they are: ``.cleaned``/``.swap``/``.deleted`` leftovers are ignored (a broker
-  would first complete or drop them, spec §3.3).
+  would first complete or drop them, ``LogLoader.load``).
 """
 from __future__ import annotations
 
@@ -64,7 +65,7 @@ from kafkalog.index.time_index import TimeIndex, empty_time_index, read_time_ind
 from kafkalog.log import filesystem
 from kafkalog.log.local_log import high_watermark, log_start_offset, read_log_dir_checkpoints
 from kafkalog.log.logdir import scan_partition_dir
-from kafkalog.log.segment import LogSegment, SegmentHandle, largest_timestamp, running_max
+from kafkalog.log.segment import SegmentInfo, LogSegment, largest_timestamp, running_max
 from kafkalog.lookup.rules import (EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, FOUND, ISOLATION_HIGH_WATERMARK,
                                    ISOLATION_LOG_END, ISOLATION_READ_COMMITTED, LATEST_TIERED_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP,
                                    NO_LEADER_EPOCH, NO_TIERED_STORAGE, NO_TIMESTAMPS, NOT_IN_SEGMENT, PAST_END,
@@ -95,15 +96,15 @@ class PartitionLog:
         self.engine = resolve_engine(engine)
         self.index_interval_bytes = index_interval_bytes
         self._pid = TopicPartition(self.topic, self.partition)
-        self._segments: List[SegmentHandle] = []
+        self._segments: List[LogSegment] = []
         found = listing.segments
         for i, files in enumerate(found):
             st = filesystem.stat(files.log)
             # mtime in ms, truncated, as Java's File.lastModified(); the largest timestamp is not read
             # here but when a query needs it (_max_so_far: two .timeindex slots, or the active tail)
-            segment = LogSegment(files.base_offset, st.st_size, mtime_ms=st.st_mtime_ns // 1_000_000, files=files,
+            segment = SegmentInfo(files.base_offset, st.st_size, mtime_ms=st.st_mtime_ns // 1_000_000, files=files,
                                  next_base_offset=found[i + 1].base_offset if i + 1 < len(found) else None)
-            self._segments.append(SegmentHandle(segment, st.st_mtime_ns))
+            self._segments.append(LogSegment(segment, st.st_mtime_ns))
         self.base_offsets = np.array([s.base_offset for s in self._segments], dtype=np.int64)
         checkpoints = read_log_dir_checkpoints(self.log_dir).require()
         self._hw_entry = checkpoints.high_watermarks.get(self._pid)
@@ -364,7 +365,7 @@ class PartitionLog:
             return self._last_valid_end
         return self._segments[i].size
 
-    def _load_indexes(self, seg: SegmentHandle) -> None:
+    def _load_indexes(self, seg: LogSegment) -> None:
         """Read the segment's .index and .timeindex (once), falling back as the module says."""
         if seg.offset_index is not None:
             return
@@ -395,7 +396,7 @@ class PartitionLog:
         else:
             self._install(seg, oi, ti, from_file=True)
 
-    def _install(self, seg: SegmentHandle, oi: OffsetIndex, ti: TimeIndex, *, from_file: bool) -> None:
+    def _install(self, seg: LogSegment, oi: OffsetIndex, ti: TimeIndex, *, from_file: bool) -> None:
         changed = seg.last_time_entry is not None
         seg.offset_index, seg.time_index, seg.time_index_from_file = oi, ti, from_file
         last = ti.last_entry()
@@ -405,7 +406,7 @@ class PartitionLog:
             self._active_max = None if seg is self._segments[-1] else self._active_max
         seg.last_time_entry = entry
 
-    def _rebuild(self, seg: SegmentHandle, problem: str) -> Tuple[OffsetIndex, TimeIndex]:
+    def _rebuild(self, seg: LogSegment, problem: str) -> Tuple[OffsetIndex, TimeIndex]:
         """Both indexes rebuilt in memory from a header walk of the whole .log (LogSegment.recover:
         the walk ends at the first invalid batch)."""
         seg.open()
@@ -480,7 +481,7 @@ class PartitionLog:
                                       for i in range(max(n, 0))], dtype=np.int64)
         return self._largest
 
-    def _stamps(self, seg: SegmentHandle, w: Window, j: int) -> Tuple[np.ndarray, np.ndarray]:
+    def _stamps(self, seg: LogSegment, w: Window, j: int) -> Tuple[np.ndarray, np.ndarray]:
         """(offsets, timestamps) of batch j's records: the light record walk for v2 batches with
         the accel engine, else (legacy data, the python engine, or anything malformed, to get the
         decoder's precise error) the full record decoder."""
@@ -491,7 +492,7 @@ class PartitionLog:
         batch = self._decode(seg, w, j)
         return batch.column("offset").to_numpy(), _timestamps(batch)
 
-    def _decode(self, seg: SegmentHandle, w: Window, j: int) -> pa.RecordBatch:
+    def _decode(self, seg: LogSegment, w: Window, j: int) -> pa.RecordBatch:
         try:
             batch, _ = decode_window(w.buf, w.h.slice(j, j + 1), self._pid, engine=self.engine, path=seg.files.log,
                                      verify_crc=False)

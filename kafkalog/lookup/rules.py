@@ -1,6 +1,7 @@
 """ListOffsets decisions, pure: what a broker answers for EARLIEST, LATEST, MAX_TIMESTAMP and a
 timestamp, and where a fetch from an offset starts, as functions of numbers the partition handle
-(:mod:`kafkalog.lookup.partition_log`) reads from the files (spec §4.4, §5, §6.5, §8).
+(:mod:`kafkalog.lookup.partition_log`) reads from the files (``UnifiedLog.fetchOffsetByTimestamp``,
+``LogSegment.findOffsetByTimestamp``/``translateOffset``, ``OffsetIndex.lookup``, ``TimeIndex.lookup``).
 
 Kafka's rules, one partition, segments oldest -> newest (``UnifiedLog.fetchOffsetByTimestamp``,
 ``LogSegment.findOffsetByTimestamp``/``translateOffset``, ``FileRecords.searchForTimestamp``):

@@ -1,4 +1,4 @@
-"""How lookups read a segment's files: the ``.log`` of a :class:`~kafkalog.log.segment.SegmentHandle`
+"""How lookups read a segment's files: the ``.log`` of a :class:`~kafkalog.log.segment.LogSegment`
 at positions (os.pread locally, ranged GETs on an object store) in windows that start small and double,
 so a lookup reads only the few index intervals it walks, and the last ``.timeindex`` entry from two
 slots (:class:`~kafkalog.lookup.partition_log.PartitionLog` decides what to read)."""
@@ -15,7 +15,7 @@ from kafkalog.errors import KafkalogError
 from kafkalog.format.file_records import (ERR_TRUNCATED, OK_END, OK_WINDOW, HeaderArrays, scan_window,
                                           scan_buffer, walk_error)
 from kafkalog.index.time_index import TIME_ENTRY_SIZE
-from kafkalog.log.segment import SegmentHandle
+from kafkalog.log.segment import LogSegment
 from kafkalog.format.record_batch import LENGTH_OFFSET, LOG_OVERHEAD
 from kafkalog.log import filesystem
 
@@ -67,11 +67,11 @@ def at_file_position(error: KafkalogError, base: int) -> KafkalogError:
     return error
 
 
-def pread(seg: SegmentHandle, position: int, size: int) -> np.ndarray:
+def pread(seg: LogSegment, position: int, size: int) -> np.ndarray:
     return np.frombuffer(seg.fd.read_at(position, size), dtype=np.uint8)
 
 
-def walk(seg: SegmentHandle, start: int, end: int, engine: str, *, tolerate: bool = False) -> Iterator[Window]:
+def walk(seg: LogSegment, start: int, end: int, engine: str, *, tolerate: bool = False) -> Iterator[Window]:
     """The batches of ``seg``'s .log from byte ``start`` (a batch boundary) to ``end``, read with
     positional reads (``filesystem.RangeFile``) in windows that start at FIRST_WINDOW_BYTES and
     double: only the bytes walked are read. Invalid bytes raise the walk's CorruptRecordError, or end
@@ -97,7 +97,7 @@ def walk(seg: SegmentHandle, start: int, end: int, engine: str, *, tolerate: boo
         raise at_file_position(walk_error(status, buf, stop, len(buf), seg.files.log), pos)
 
 
-def scan_to_end(seg: SegmentHandle, start: int, engine: str) -> Tuple[HeaderArrays, int, Optional[KafkalogError]]:
+def scan_to_end(seg: LogSegment, start: int, engine: str) -> Tuple[HeaderArrays, int, Optional[KafkalogError]]:
     """All batch headers from ``start`` to the end of the .log (file positions), where the valid
     bytes end, and the first problem (the walk stops there, as Kafka's recovery does). A short
     tail is read with pread; a long one (a rebuild) through a memory map."""

@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 from kafkalog.config import KafkaConfigs
 from kafkalog.log.names import KRAFT_METADATA_TOPIC
 from kafkalog.log.local_log import HW_MISSING_ZERO, high_watermark
-from kafkalog.log.segment import LogSegment
+from kafkalog.log.segment import SegmentInfo
 from kafkalog.retention.policy import LogState, plan_retention
 
 PLAN_SCHEMA = pa.schema([
@@ -93,7 +93,7 @@ def _plan_rows(cols: dict, start: int, end: int, configs: KafkaConfigs, now_ms: 
     hw = high_watermark(cols["high_watermark_checkpoint"][start], log_start_offset=log_start, log_end_offset=log_end,
                         missing=hw_missing)
     stamps = cols["largest_timestamp_ms"][start:end]
-    segments = tuple(map(LogSegment, cols["base_offset"][start:end], cols["size"][start:end], stamps))
+    segments = tuple(map(SegmentInfo, cols["base_offset"][start:end], cols["size"][start:end], stamps))
     plan = plan_retention(LogState(segments, log_start, log_end, hw), config, now_ms,
                           cleaner_enabled=configs.broker.cleaner_enable)
     n = end - start

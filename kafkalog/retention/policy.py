@@ -1,7 +1,8 @@
 """Retention decisions (``cleanup.policy`` delete) exactly as a broker's ``UnifiedLog.deleteOldSegments``
 makes them: pure functions from a partition's segments, offsets, config and "now" to a plan.
 
-Spec §6. Three passes, each over the segments the previous one left:
+Kafka's ``UnifiedLog.deleteOldSegments`` (``UnifiedLog.java``). Three passes, each over the segments the
+previous one left:
 
 1. log-start-offset breach: delete S while its successor's base offset <= log start offset;
 2. size breach (``retention.bytes``, skipped when < 0 or when the log is smaller): with
@@ -25,7 +26,7 @@ from dataclasses import dataclass, replace
 from typing import Callable, Optional, Sequence
 
 from kafkalog.config import LogConfig
-from kafkalog.log.segment import LogSegment
+from kafkalog.log.segment import SegmentInfo
 from kafkalog.format.record_batch import NO_TIMESTAMP
 
 LOG_START_OFFSET = "log_start_offset"
@@ -49,7 +50,7 @@ class LogState:
     apart from the loaded ``LocalLog`` because the passes rewrite it (each pass drops a prefix and may
     roll), and because the catalog-table path builds it from Arrow rows, with no folder behind it."""
 
-    segments: tuple[LogSegment, ...]
+    segments: tuple[SegmentInfo, ...]
     log_start_offset: int
     log_end_offset: int
     high_watermark: int
@@ -89,7 +90,7 @@ class RetentionPlan:
 
 # --- predicates (deleteOldSegments' three passes) ---------------------------------------------------
 
-Predicate = Callable[[LogSegment, Optional[LogSegment]], bool]
+Predicate = Callable[[SegmentInfo, Optional[SegmentInfo]], bool]
 
 
 def log_start_offset_breached(log_start_offset: int) -> Predicate:
@@ -101,7 +102,7 @@ def retention_size_breached(total_size: int, retention_bytes: int) -> Predicate:
     """Pass 2 (stateful): deleting the segment keeps the log at or above retention.bytes."""
     diff = total_size - retention_bytes
 
-    def predicate(segment: LogSegment, successor: Optional[LogSegment]) -> bool:
+    def predicate(segment: SegmentInfo, successor: Optional[SegmentInfo]) -> bool:
         nonlocal diff
         if diff - segment.size >= 0:
             diff -= segment.size
@@ -141,14 +142,14 @@ def _delete_prefix(log: LogState, count: int) -> tuple[LogState, Optional[int]]:
     roll_at = None
     if count == len(segments):
         roll_at = log.log_end_offset
-        segments.append(LogSegment(log.log_end_offset, 0, NO_TIMESTAMP))
+        segments.append(SegmentInfo(log.log_end_offset, 0, NO_TIMESTAMP))
     kept = tuple(segments[count:])
     # maybeIncrementLogStartOffset: only forward; never past the HW, which the deletable walk ensures
     new_start = max(log.log_start_offset, kept[0].base_offset)
     return replace(log, segments=kept, log_start_offset=new_start), roll_at
 
 
-def _stop_reason(rule: str, log: LogState, segment: LogSegment, successor: Optional[LogSegment], config: LogConfig,
+def _stop_reason(rule: str, log: LogState, segment: SegmentInfo, successor: Optional[SegmentInfo], config: LogConfig,
                  now_ms: int, remaining: int) -> str:
     """Why the walk of ``rule`` stopped at ``segment``; ``remaining`` is the log size at that point."""
     upper = successor.base_offset if successor is not None else log.log_end_offset
@@ -220,7 +221,7 @@ def plan_retention(log: LogState, config: LogConfig, now_ms: int, *, cleaner_ena
                          high_watermark=original.high_watermark)
 
 
-def _delete_reason(rule: str, segment: LogSegment, config: LogConfig, now_ms: int, log: LogState) -> str:
+def _delete_reason(rule: str, segment: SegmentInfo, config: LogConfig, now_ms: int, log: LogState) -> str:
     if rule == LOG_START_OFFSET:
         return f"entirely below the log start offset {log.log_start_offset}"
     if rule == RETENTION_BYTES:

@@ -376,7 +376,7 @@ def adopt(broker: "KafkaBroker", topic: str, partition: int, our_partition_dir, 
     """Make ``broker`` load our partition folder as its replica of ``topic``-``partition`` (which must
     already exist: create it through the broker first, so the metadata image knows its topic id).
 
-    The recipe (real-broker.md §4.3): stop the broker (SIGTERM when ``clean``, SIGKILL otherwise);
+    The recipe: stop the broker (SIGTERM when ``clean``, SIGKILL otherwise);
     in its folder keep ``partition.metadata`` and remove every other file; copy ours in (mtimes kept;
     never our ``partition.metadata``); drop the partition's line from the four offset checkpoints of
     the data dir, putting back only our ``log-start-offset-checkpoint`` entry if our log dir has one.

@@ -1,6 +1,6 @@
 """Issue 30, group 3: the broker loads what we wrote. One dirty log is written by the broker; we compact,
 retain, reindex and restore copies of it offline, and the broker adopts each result
-(``kafkalog.testing.broker.adopt``, real-broker.md §4.3) after a clean shutdown (the marker is there:
+(``kafkalog.testing.broker.adopt``) after a clean shutdown (the marker, ``CleanShutdownFileHandler``'s, is there:
 it trusts our indexes and producer snapshots) and after an unclean one (no marker, no recovery point:
 every batch's CRC checked, every index, epoch and producer state rebuilt from our batches).
 

@@ -1,5 +1,5 @@
-"""The write-back is crash safe: a failure injected after every step of the swap-in (§7.9), then
-``recover`` (a broker's startup, §3.3), leaves every partition readable with no record lost; a log
+"""The write-back is crash safe: a failure injected after every step of the swap-in (``LocalLog.replaceSegments``), then
+``recover`` (a broker's startup, ``LogLoader.load``), leaves every partition readable with no record lost; a log
 dir held by a live broker is refused; the ``recover`` subcommand."""
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Compaction (kafkalog.cleaner) against the plain transcription of spec §7 in ``cleaner_model``, on small
-partition folders; also the pure pieces (cleanable offsets, grouping, chunking) on hand-made inputs."""
+"""Compaction (kafkalog.cleaner) against the plain transcription of Kafka's cleaner (``Cleaner.java``) in
+``cleaner_model``, on small partition folders; also the pure pieces (cleanable offsets, grouping, chunking)
+on hand-made inputs."""
 from __future__ import annotations
 import os
 from dataclasses import replace
@@ -17,14 +18,14 @@ from kafkalog.format import control_record as cr, record_batch as rb
 from kafkalog.index import read_offset_index, read_time_index
 from kafkalog.index.transaction_index import read_transaction_index
 from kafkalog.log.names import format_segment_file_name
-from kafkalog.log.segment import LogSegment
+from kafkalog.log.segment import SegmentInfo
 from cleaner_model import (DAY, T0, TOPIC, clean, data, encode, example_log, flatten, log_config, marker, read_partition,
                            records_of, reference_round, write_partition)
 
 # --- unit tests of the pure pieces -----------------------------------------------------------
 
 def _segments(*spec):
-    return [LogSegment(base, size, ts, first_batch_timestamp_ms=ts) for base, size, ts in spec]
+    return [SegmentInfo(base, size, ts, first_batch_timestamp_ms=ts) for base, size, ts in spec]
 
 
 def test_cleanable_offsets_rules():
@@ -70,8 +71,8 @@ def test_cleanable_offsets_rules():
                                  config=LogConfig()).cleanable
 
 
-def _groupable(base, size, index_bytes, time_index_bytes) -> LogSegment:
-    return LogSegment(base, size, offset_index_bytes=index_bytes, time_index_bytes=time_index_bytes)
+def _groupable(base, size, index_bytes, time_index_bytes) -> SegmentInfo:
+    return SegmentInfo(base, size, offset_index_bytes=index_bytes, time_index_bytes=time_index_bytes)
 
 
 def test_group_segments_by_size():

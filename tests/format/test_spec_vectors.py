@@ -1,5 +1,5 @@
-"""Byte vectors from Kafka's own tests and the spec (§10), and byte-identical re-encoding of real
-broker-written batches."""
+"""Byte vectors from Kafka's own tests (``MemoryRecordsTest.testChecksum``, ``ByteUtilsTest``), and
+byte-identical re-encoding of real broker-written batches."""
 from __future__ import annotations
 
 import pyarrow as pa

@@ -21,7 +21,7 @@ from kafkalog.index import (
 INT32_MAX = 2**31 - 1
 
 
-# --- a literal transcription of spec §5.2 / §5.1, one batch at a time ------------------------
+# --- a literal transcription of LogSegment.recover / append, one batch at a time ------------------------
 
 def reference_recover(base, batches, interval):
     """(offsets, positions, timestamps, time offsets) or the exception Kafka's recover would hit."""
@@ -426,7 +426,8 @@ def test_pinterest_rebuild_matches_the_broker(real_fixtures):
 
     assert index_same == 146
     assert index_differs == SMALL_INTERVAL_SEGMENTS
-    # Spec §5.4's numbers, with the default interval everywhere: 35 identical, 112 same timestamps.
+    # As measured when the rule was written (pinterest broker data, the default interval everywhere):
+    # 35 identical, 112 same timestamps.
     assert (ts_identical, ts_offset_differs) == (35, 112)
     assert ts_differs == {"log-files/test_topic_a-1/00000000000000000000.log"}
     # With each segment's own interval all 148 carry the broker's timestamps.

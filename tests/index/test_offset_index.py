@@ -96,7 +96,7 @@ def test_preallocated_zero_tail_ends_the_valid_prefix(tmp_path):
     broker_view = read_offset_index(path, stop_at_zero_slot=False)
     assert len(broker_view) == PREALLOCATED_INDEX_BYTES // OFFSET_ENTRY_SIZE == 1_310_720
     assert broker_view.lookup(2_000_000) == (1000, 0)
-    broker_view.sanity_check(path)  # §4.7: a zero-padded offset index passes Kafka's check
+    broker_view.sanity_check(path)  # OffsetIndex.sanityCheck: a zero-padded offset index passes Kafka's check
 
 
 def test_all_zero_file_has_no_entries(tmp_path):

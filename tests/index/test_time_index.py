@@ -98,7 +98,7 @@ def test_preallocated_zero_tail_ends_the_valid_prefix(tmp_path):
     assert index.timestamps.tolist() == [t for t, _ in entries]
     assert index.offsets.tolist() == [2000, 2040, 2077]
     index.sanity_check(path)
-    # Kafka's view: every slot counts, and the zero padding makes its sanity check fail (§4.7).
+    # Kafka's view: every slot counts, and the zero padding makes its sanity check fail (TimeIndex.sanityCheck).
     broker_view = read_time_index(path, stop_at_zero_slot=False)
     assert len(broker_view) == 873_813
     with pytest.raises(CorruptIndexError) as info:

@@ -1,5 +1,5 @@
 """kafkalog.lookup.partition_log: ListOffsets (earliest, latest, max-timestamp, offset for a timestamp) and
-offset -> batch position, against references written here from spec §8:
+offset -> batch position, against references written here from Kafka's ``UnifiedLog.fetchOffsetByTimestamp``:
 
 * ``kafka_reference`` transcribes Kafka's rule (first segment whose largestTimestamp reaches the
   target, mtime fallback, the log start offset, later segments not tried);
@@ -150,7 +150,7 @@ def seg_max(s: Seg) -> int:
 
 
 def kafka_reference(p: Part, target: int, isolation: str):
-    """(offset, timestamp, epoch, segment) or (None, why), per spec §8, written independently."""
+    """(offset, timestamp, epoch, segment) or (None, why), per ``UnifiedLog.fetchOffsetByTimestamp``, written independently."""
     lso, leo, hw = p.log_start_offset, p.log_end_offset, p.high_watermark
     if target == EARLIEST_TIMESTAMP:
         epochs = [e for e, start in p.epochs if start <= lso]

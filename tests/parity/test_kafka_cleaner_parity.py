@@ -33,7 +33,7 @@ from kafkalog.cleaner import (ExactOffsetMap, build_partition_offset_map, clean_
 from kafkalog.format import control_record as cr
 from kafkalog.index.transaction_index import read_transaction_index
 from kafkalog.log.producer_snapshot import ProducerSnapshot, ProducerSnapshotEntry, write_producer_snapshot
-from kafkalog.log.segment import LogSegment
+from kafkalog.log.segment import SegmentInfo
 from kafkalog.log.names import format_segment_file_name
 
 import cleaner.test_cleaner_properties as props
@@ -43,9 +43,9 @@ from cleaner_model import B, DAY, T0, TOPIC, data, encode, flatten, log_config, 
 PID = 5
 
 
-def _groupable(base, size, index_bytes, time_index_bytes) -> LogSegment:
+def _groupable(base, size, index_bytes, time_index_bytes) -> SegmentInfo:
     """A segment as groupSegmentsBySize reads it."""
-    return LogSegment(base, size, offset_index_bytes=index_bytes, time_index_bytes=time_index_bytes)
+    return SegmentInfo(base, size, offset_index_bytes=index_bytes, time_index_bytes=time_index_bytes)
 
 
 def pad(base: int, n: int, tag: bytes) -> B:

@@ -1,5 +1,5 @@
 """Applying retention on disk as a broker does: .deleted renames, the roll, checkpoints, the delay
-(spec §6.2), through the same per-partition function the Spark job runs."""
+(``UnifiedLog.deletableSegments``), through the same per-partition function the Spark job runs."""
 from __future__ import annotations
 
 import os

@@ -1,4 +1,4 @@
-"""Retention decisions as a broker's deleteOldSegments makes them (spec §6), as pure functions."""
+"""Retention decisions as a broker's deleteOldSegments makes them (``UnifiedLog.java``), as pure functions."""
 from __future__ import annotations
 
 import pytest
@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from kafkalog.config import LogConfig
 from kafkalog.log.local_log import high_watermark
-from kafkalog.log.segment import LogSegment
+from kafkalog.log.segment import SegmentInfo
 from kafkalog.retention.policy import DELETE, KEEP, LOG_START_OFFSET, RETENTION_BYTES, RETENTION_MS, LogState, plan_retention
 
 NO_TIME = dict(retention_ms=-1)
@@ -16,7 +16,7 @@ NO_TIME = dict(retention_ms=-1)
 def log_of(sizes, timestamps=None, *, step=100, log_start=None, hw=None, leo=None) -> LogState:
     """Segments at 0, step, 2*step…; the last is active and holds `step` offsets unless empty."""
     timestamps = timestamps or [0] * len(sizes)
-    segments = tuple(LogSegment(i * step, size, ts) for i, (size, ts) in enumerate(zip(sizes, timestamps)))
+    segments = tuple(SegmentInfo(i * step, size, ts) for i, (size, ts) in enumerate(zip(sizes, timestamps)))
     if leo is None:
         leo = segments[-1].base_offset + (step if sizes[-1] else 0)
     return LogState(segments, 0 if log_start is None else log_start, leo, leo if hw is None else hw)
@@ -26,7 +26,8 @@ def verdicts(plan):
     return [d.decision for d in plan.decisions]
 
 
-# spec §6.4's worked examples: three 700 MB segments and an active one of size a
+# retention.bytes worked through (UnifiedLog.deleteRetentionSizeBreachedSegments): three 700 MB segments
+# and an active one of size a
 @pytest.mark.parametrize("retention_bytes, active, deleted", [
     (2000, 0, 0), (2000, 600, 1), (1400, 0, 1), (1400, 100, 1), (1400, 700, 2), (700, 0, 2),
 ])
@@ -132,7 +133,7 @@ def logs(draw):
     leo = (n - 1) * step + (step if sizes[-1] else 0)
     log_start = draw(st.integers(0, leo))
     hw = draw(st.integers(log_start, leo))
-    return LogState(tuple(LogSegment(i * step, s, t) for i, (s, t) in enumerate(zip(sizes, stamps))), log_start, leo, hw)
+    return LogState(tuple(SegmentInfo(i * step, s, t) for i, (s, t) in enumerate(zip(sizes, stamps))), log_start, leo, hw)
 
 
 @settings(max_examples=300, deadline=None)
@@ -152,6 +153,6 @@ def test_plan_invariants(log, retention_bytes, retention_ms, now):
     # applying the plan and planning again at the same time deletes nothing more
     kept = tuple(s for s, d in zip(log.segments, deleted) if not d)
     if plan.roll_at is not None:
-        kept = (LogSegment(plan.roll_at, 0, -1),)
+        kept = (SegmentInfo(plan.roll_at, 0, -1),)
     after = LogState(kept, plan.new_log_start_offset, log.log_end_offset, log.high_watermark)
     assert not plan_retention(after, config, now).deleted

@@ -22,7 +22,7 @@ from kafkalog.format import record_batch as rb
 
 from conftest import REAL_FIXTURES
 
-# --- vectors (spec §10) --------------------------------------------------------------------
+# --- vectors (MemoryRecordsTest) --------------------------------------------------------------------
 
 from vectors import COMMIT_MARKER, EMPTY_BATCH  # noqa: E402
 from vectors import V0_FIRST as V0_MESSAGE  # noqa: E402
@@ -598,7 +598,7 @@ def test_offset_index_corner_cases(tmp_path):
     result = run([zeros])
     assert result.stdout == [f"Dumping {zeros}", "offset: 100 position: 0"]
     assert result.stderr == [f"Mismatches in :{zeros}", "  Index offset: 100, log offset: 101"]
-    assert run([zeros], index_sanity_check=True).stdout[1] == f"{zeros} passed sanity check."   # spec §4.7
+    assert run([zeros], index_sanity_check=True).stdout[1] == f"{zeros} passed sanity check."   # OffsetIndex.sanityCheck
     odd = write(tmp_path, "00000000000000000100.index", offset_index_bytes([(102, positions[1])], 100) + b"\x00" * 5)
     result = run([odd])
     assert result.stdout == [f"Dumping {odd}", f"offset: 102 position: {positions[1]}"]
@@ -643,7 +643,7 @@ def test_time_index_checks(tmp_path):
     ]
     assert result.exit_code == 0
     assert run([timeindex], verify_index_only=True).stdout == [f"Dumping {timeindex}"]
-    # a zero-padded time index with real entries fails Kafka's sanity check (spec §4.7)
+    # a zero-padded time index with real entries fails Kafka's sanity check (TimeIndex.sanityCheck)
     sanity = run([timeindex], index_sanity_check=True)
     assert sanity.exit_code == 1 and "less than the first timestamp" in sanity.stderr[0]
     kinds = [json.loads(line)["type"] for line in run([timeindex], json=True).stdout]

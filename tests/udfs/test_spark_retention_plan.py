@@ -1,4 +1,5 @@
-"""Retention decisions as DataFrames (chispa): the spec's seed examples planned from a catalog DataFrame
+"""Retention decisions as DataFrames (chispa): the retention examples of
+tests/retention/test_retention.py planned from a catalog DataFrame
 by the grouped Spark planner, and the same plan from the local planner."""
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from udfs.retention_job import plan_catalog  # noqa: E402
 
 from logdirs import make_partition, write_checkpoints  # noqa: E402
 
-MB = 1000          # the spec's megabytes, scaled down
+MB = 1000          # those examples' megabytes, scaled down
 DAY = 86_400_000
 NOW = 1000 * DAY
 

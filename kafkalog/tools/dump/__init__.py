@@ -12,7 +12,7 @@ instead of printing, so the dump can be tested (and reused) without a subprocess
 This docstring is the output contract of the whole package.
 
 Text output (the default) is line for line what DumpLogSegments prints, so scripts written against
-``kafka-dump-log.sh`` keep working (spec §9, checked against DumpLogSegments.scala):
+``kafka-dump-log.sh`` keep working (checked against Kafka's ``DumpLogSegments.java``):
 
 * every file starts with ``Dumping <file as given>``;
 * files dispatch on the text after the LAST dot of the name: ``.log`` (and ``.bin``, for raw
