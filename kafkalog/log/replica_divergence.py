@@ -42,7 +42,7 @@ Verdicts, one per replica against the leader (a partition's verdict is the worst
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple, Union
 
