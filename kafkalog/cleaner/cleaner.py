@@ -52,7 +52,7 @@ import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Collection, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Collection, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -551,7 +551,7 @@ def clean_partition(partition_dir, *, config: LogConfig, now_ms: int, broker: Br
                              update_checkpoint=update_checkpoint, map_budget_bytes=map_budget_bytes, plan=plan)
     if is_locked(log_dir):
         raise locked_refusal(log_dir)
-    kwargs = dict(config=config, now_ms=now_ms, broker=broker, offset_map=offset_map, dry_run=dry_run,
+    kwargs: Dict[str, Any] = dict(config=config, now_ms=now_ms, broker=broker, offset_map=offset_map, dry_run=dry_run,
                   on_step=on_step, record_decisions=record_decisions, io_buffer_size=io_buffer_size,
                   high_watermark=high_watermark, force=force, update_checkpoint=update_checkpoint,
                   map_budget_bytes=map_budget_bytes, plan=plan)

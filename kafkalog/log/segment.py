@@ -60,6 +60,13 @@ class LogSegment:
     def is_active(self) -> bool:
         return self.next_base_offset is None
 
+    def on_disk(self) -> SegmentFiles:
+        """The files this segment was listed from. A segment built for a decision alone (a model, the
+        empty segment a roll would create) has none: asking for them is a programming error."""
+        if self.files is None:
+            raise ValueError(f"segment {self.base_offset} was not listed from disk: it has no files")
+        return self.files
+
 
 @dataclass
 class SegmentHandle:
@@ -93,20 +100,20 @@ class SegmentHandle:
 
     @property
     def files(self) -> SegmentFiles:
-        return self.segment.files
+        return self.segment.on_disk()
 
     @property
     def log_path(self) -> Path:
-        return Path(self.segment.files.log)
+        return Path(self.files.log)
 
     @property
     def index_path(self) -> Optional[Path]:
-        return self.segment.files.index
+        return self.files.index
 
     def open(self) -> filesystem.RangeFile:
         """The .log opened for reads at positions (opened once)."""
         if self.fd is None:
-            self.fd = filesystem.RangeFile(self.segment.files.log)
+            self.fd = filesystem.RangeFile(self.files.log)
         return self.fd
 
     def close(self) -> None:

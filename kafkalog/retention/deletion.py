@@ -161,12 +161,12 @@ def apply_plan(state: LocalLog, plan: RetentionPlan, *, now_ms: int, tag: int = 
         return result
     for seg in doomed:
         try:
-            size = os.stat(seg.files.log).st_size
+            size = os.stat(seg.on_disk().log).st_size
         except FileNotFoundError:
-            raise PlanOutdatedError(f"segment {seg.base_offset} is gone", path=seg.files.log) from None
+            raise PlanOutdatedError(f"segment {seg.base_offset} is gone", path=seg.on_disk().log) from None
         if size != seg.size:
             raise PlanOutdatedError(f"segment {seg.base_offset} is {size} bytes, the plan saw {seg.size}",
-                                    path=seg.files.log)
+                                    path=seg.on_disk().log)
     if unfinished_roll is not None:
         for path in unfinished_roll:
             _touch_empty(path)
@@ -183,7 +183,7 @@ def apply_plan(state: LocalLog, plan: RetentionPlan, *, now_ms: int, tag: int = 
         fsync_dir(state.path)
     stamp = deletion_stamp_ns(now_ms, tag)
     for seg in doomed:
-        files = seg.files
+        files = seg.on_disk()
         for path in (files.log, files.index, files.timeindex, files.txnindex, files.snapshot):
             if path is not None:
                 _rename_for_deletion(path, stamp, result)

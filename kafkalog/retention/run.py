@@ -238,7 +238,7 @@ def _producer_state_lost_by_roll(state: LocalLog, roll_at: int) -> Optional[str]
     if (state.path / snapshot_file_name(roll_at)).exists():
         return None
     for seg in state.segments:
-        ids = scan_batches(seg.files.log, verify_crc=False, on_corrupt="stop").batches.column("producerId")
+        ids = scan_batches(seg.on_disk().log, verify_crc=False, on_corrupt="stop").batches.column("producerId")
         if len(ids) and pc.max(ids).as_py() >= 0:
             return (f"kept where Kafka would roll and delete it: the roll's producer state "
                     f"({snapshot_file_name(roll_at)}, which a broker writes from memory when it rolls) is not on "

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -187,7 +187,7 @@ def _upper(bound: Optional[int], value: int) -> int:
 def bounds_from_predicates(predicates: Iterable[Predicate]) -> Bounds:
     """AND of the predicates as ranges. A predicate this does not understand (another column or
     operator, a value of the wrong type) is simply not used: Spark applies it anyway."""
-    b: Dict[str, object] = {}
+    b: Dict[str, Any] = {}
     empty = False
     for p in predicates:
         values = tuple(p.value) if p.op == "in" else (p.value,)
@@ -413,9 +413,9 @@ def load_partition_facts(log_dir, pdir, cache: Dict[str, object]) -> PartitionFa
         cache[key] = read_log_dir_checkpoints(log_dir)
     state = load_partition(pdir, cache[key])
     segs = tuple(SegmentFacts(
-        base_offset=s.base_offset, size=s.size, log=str(s.files.log),
-        index=str(s.files.index) if s.files.index else None,
-        timeindex=str(s.files.timeindex) if s.files.timeindex else None,
+        base_offset=s.base_offset, size=s.size, log=str(s.on_disk().log),
+        index=str(s.on_disk().index) if s.on_disk().index else None,
+        timeindex=str(s.on_disk().timeindex) if s.on_disk().timeindex else None,
         largest_timestamp=s.largest_timestamp_ms if s.largest_timestamp_source in (FROM_TIMEINDEX, FROM_BATCHES)
         else None) for s in state.segments)
     return PartitionFacts(state.topic, state.partition, str(state.path), key, segs,
