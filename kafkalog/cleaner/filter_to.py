@@ -108,7 +108,7 @@ class WindowOutput:
         wrote = self.end[a:b] > self.start[a:b]
         ts = self.max_timestamp[a:b][wrote]
         k = int(np.argmax(ts))              # the first batch with the largest timestamp, as batch by batch
-        return (memoryview(self.data[lo:hi]), int(self.max_offset[a:b][wrote].max()), int(ts[k]),
+        return (memoryview(self.data[lo:hi]), int(self.max_offset[a:b][wrote].max()), int(ts[k]),  # type: ignore[arg-type, unused-ignore]
                 int(self.shallow_offset[a:b][wrote][k]))
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator, List, Optional
+from typing import Any, Iterable, Iterator, List, Optional
 
 import numpy as np
 
@@ -76,10 +76,10 @@ class SourceWindow:
     positions: List[int]
     sizes: List[int]
     record_start: np.ndarray         # int64, len(headers) + 1
-    table: object                    # the decoder's pyarrow RecordBatch (RECORD_SCHEMA)
+    table: Any                       # the decoder's pyarrow RecordBatch (RECORD_SCHEMA)
     offsets: np.ndarray              # int64 per record
     timestamps: np.ndarray           # int64 per record, -1 for none
-    keys: object                     # pyarrow binary array
+    keys: Any                        # pyarrow binary array
     key_valid: np.ndarray            # bool per record
     value_valid: np.ndarray          # bool per record
     header_arrays: HeaderArrays = None   # the batches' headers as the segment's scan holds them

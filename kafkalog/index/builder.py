@@ -314,7 +314,7 @@ def replay_transactions(
         raise ValueError("all batch columns must have one value per batch")
 
     open_txns: Dict[int, int] = {int(p): int(f) for p, f in (open_txn_first_offsets or {}).items()}
-    aborted = []
+    aborted: list = []
     relevant = np.flatnonzero((pid >= 0) & (is_txn | is_ctrl))
     for i, p, offset, control, kind in zip(
         relevant.tolist(),

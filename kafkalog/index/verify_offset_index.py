@@ -48,7 +48,7 @@ def verify_offset_index(path: Path, base: int, b: Batches, tail: LogTail, rebuil
         (pos >= tail.valid_bytes, lambda i: f"position {pos[i]} is past the end of the log's valid bytes "
                                             f"({tail.valid_bytes}{' of ' + str(tail.size) if tail.corrupt else ''})"),
         (~is_start, lambda i: f"position {pos[i]} is not the start of a batch (the batch at "
-                              f"{int(b.position[max(j[i] - 1, 0)])} covers it)"),
+                              f"{int(b.position[max(int(j[i]) - 1, 0)])} covers it)"),
         (offsets > log_last, lambda i: f"offset {offsets[i]} is past the log's last offset {log_last}"),
         (prev_last >= offsets, lambda i: f"offset {offsets[i]} is not after the batch before position {pos[i]}, "
                                          f"which ends at offset {prev_last[i]}: a lookup of offsets "

@@ -361,7 +361,8 @@ def record_output(run: "Dumper", path: str, b: BatchView, r: RecordView):
     value_size = -1 if r.value is None else len(r.value)
     v2 = b.magic >= rb.MAGIC_VALUE_V2
     problem = None
-    control_text, control_fields = "", {}
+    control_text = ""
+    control_fields: dict = {}
     if b.is_control:
         try:
             control_text, control_fields = control_record_info(r.key, r.value)
