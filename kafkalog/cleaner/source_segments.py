@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator, List, Optional
+from typing import Any, Generator, Iterable, Iterator, List, Optional
 
 import numpy as np
 
@@ -203,7 +203,7 @@ def _valid(array) -> np.ndarray:
 
 
 def read_windows(segment: SegmentHandle, *, max_batch_bytes: int, from_position: int = 0,
-                 engine: str = "auto") -> Iterator[SourceWindow]:
+                 engine: str = "auto") -> Generator[SourceWindow, None, None]:
     """Decode the segment's batches in file order from the first batch at or after ``from_position``,
     a window of batches at a time (the format layer's decoder: the numba engine unless
     ``engine="python"``; both give the same rows), as columns. CRCs were checked by the segment's

@@ -36,7 +36,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import pyarrow as pa
 
@@ -147,6 +147,8 @@ def rebuild_indexes(v: SegmentVerification, actions: Optional[Dict[str, str]] = 
     ``actions`` (pass your own) holds each file's action as soon as it is done, so a failure part-way
     still tells which files were written."""
     actions = {} if actions is None else actions
+    index: Any                             # the index to write, and its writer, per verdict kind
+    writer: Callable[..., None]
     for verdict in v.verdicts:
         if verdict.status == IDENTICAL:
             actions[verdict.kind] = NONE
@@ -281,8 +283,9 @@ def reindex_partition(
             action = actions.get(verdict.kind, NONE)
             detail = None
             if action in (REBUILT, CREATED):
-                index = {OFFSET_INDEX: v.offset_index, TIME_INDEX: v.time_index, TXN_INDEX: v.txn_index}[verdict.kind]
-                detail = f"{len(index)} entries written (Kafka's recovery rebuild)"
+                written: Any = {OFFSET_INDEX: v.offset_index, TIME_INDEX: v.time_index,
+                                  TXN_INDEX: v.txn_index}[verdict.kind]
+                detail = f"{len(written)} entries written (Kafka's recovery rebuild)"
             elif action == NOT_REBUILT:
                 detail = TAIL_NOT_CUT if v.log.corrupt else v.rebuild_error or (
                     "kept: valid, and the producer state at this segment's start is unknown, so a rebuild "

@@ -22,9 +22,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Sequence, Tuple
+from typing import Optional, Tuple
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from kafkalog.format.file_records import ScanResult, scan_batches
 from kafkalog.format.record_batch import MAGIC_VALUE_V2
@@ -182,7 +183,7 @@ def largest_timestamp_of(max_timestamp_so_far: int, mtime_ms: int, source: str) 
     return mtime_ms, FROM_MTIME
 
 
-def active_max_timestamp(max_timestamps: Sequence[int]) -> int:
+def active_max_timestamp(max_timestamps: ArrayLike) -> int:
     """The active segment's maxTimestampSoFar from its batch headers' maxTimestamp (-1: none)."""
     values = np.asarray(max_timestamps, dtype=np.int64)
     return running_max((NO_TIMESTAMP, 0), values, np.zeros(len(values), dtype=np.int64))[0]

@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Iterable, Mapping, Optional
 
 from kafkalog.log.local_log import LocalLog
-from kafkalog.topic_partition import TopicPartition
 from kafkalog.checkpoint.leader_epoch import EpochEntry, read_leader_epoch_checkpoint, write_leader_epoch_checkpoint
 from kafkalog.log.durable import fsync_dir
 from kafkalog.log.names import LEADER_EPOCH_CHECKPOINT
@@ -73,8 +72,8 @@ def truncate_epochs_from_start(entries: Iterable[EpochEntry], start_offset: int)
     return [EpochEntry(removed[-1].epoch, start_offset)] + kept
 
 
-def updated_log_start_offsets(current: Mapping[TopicPartition, int],
-                              changes: Mapping[TopicPartition, tuple[int, int]]) -> dict[TopicPartition, int]:
+def updated_log_start_offsets(current: Mapping[tuple[str, int], int],
+                              changes: Mapping[tuple[str, int], tuple[int, int]]) -> dict[tuple[str, int], int]:
     """The new ``log-start-offset-checkpoint`` entries: ``changes`` maps a partition to (new log start
     offset, its first remaining segment's base offset). As ``LogManager.checkpointLogStartOffsetsInDir``
     writes it, a partition has an entry only when its log start offset is above its first segment's

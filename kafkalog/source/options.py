@@ -177,7 +177,7 @@ def parse_partition_json(name: str, raw: str) -> Dict[TopicPartition, int]:
                 raise _bad(name, raw, f"partition {p!r} of topic {topic!r} is not a number") from None
             if isinstance(v, bool) or not isinstance(v, int):
                 raise _bad(name, raw, f"{topic}-{partition}: {v!r} is not an integer")
-            out[(topic, partition)] = v
+            out[TopicPartition(topic, partition)] = v
     return out
 
 

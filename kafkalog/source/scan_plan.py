@@ -190,7 +190,7 @@ def bounds_from_predicates(predicates: Iterable[Predicate]) -> Bounds:
     b: Dict[str, Any] = {}
     empty = False
     for p in predicates:
-        values = tuple(p.value) if p.op == "in" else (p.value,)
+        values: Tuple[Any, ...] = tuple(p.value) if p.op == "in" else (p.value,)  # type: ignore[arg-type]  # an "in" value is a list
         if not values or any(v is None for v in values):
             if p.op == "in" and not values:
                 empty = True
@@ -237,7 +237,7 @@ def bounds_from_predicates(predicates: Iterable[Predicate]) -> Bounds:
 # --- offsets (pure) ---------------------------------------------------------------------------------------
 
 def _tp(facts: PartitionFacts) -> TopicPartition:
-    return facts.topic, facts.partition
+    return TopicPartition(facts.topic, facts.partition)
 
 
 def _name(tp: TopicPartition) -> str:
@@ -406,7 +406,7 @@ def list_partitions(options: SourceOptions):
     return out
 
 
-def load_partition_facts(log_dir, pdir, cache: Dict[str, object]) -> PartitionFacts:
+def load_partition_facts(log_dir, pdir, cache: Dict[str, Any]) -> PartitionFacts:
     """One listed partition with its segments, log start / end offsets and checkpointed high watermark."""
     key = str(log_dir)
     if key not in cache:
@@ -585,7 +585,7 @@ def plan_scan(options: SourceOptions, bounds: Bounds, *, parallelism: int) -> Li
     """The whole plan: partitions, ranges, pieces, tasks. Raises SourceOptionError for bad options
     that only the log dirs can reveal (a partition not found, data loss)."""
     listed = list_partitions(options)
-    check_listing(options, [(p.topic, p.partition) for _, p in listed])
+    check_listing(options, [TopicPartition(p.topic, p.partition) for _, p in listed])
     check_subscribed_topics(options, {p.topic for _, p in listed}, lambda: _all_topics(options))
     if bounds.empty:
         return []
