@@ -299,7 +299,8 @@ def reindex_partition(
     return out
 
 
-def _failed_segment_rows(seg_common: dict, seg, v, cut: Optional[TailCut], actions: Dict[str, str], exc) -> List[dict]:
+def _failed_segment_rows(seg_common: dict, seg: Any, v: Any, cut: Optional[TailCut], actions: Dict[str, str],
+                         exc: BaseException) -> List[dict]:
     """A segment whose reindexing failed part-way: a row per change already made (what is on disk
     now), then the error row naming the file that failed and why."""
     rows = []
@@ -320,7 +321,8 @@ def _failed_segment_rows(seg_common: dict, seg, v, cut: Optional[TailCut], actio
     return rows
 
 
-def partition_error_row(*, log_dir, folder, topic, partition, message: str) -> dict:
+def partition_error_row(*, log_dir: Any, folder: Any, topic: Optional[str], partition: Optional[int],
+                        message: str) -> dict:
     return dict(log_dir=None if log_dir is None else os.fspath(log_dir), partition_dir=os.fspath(folder),
                 topic=topic, partition=partition, base_offset=None, is_active=None, file=None, kind=PARTITION,
                 **{"class": ERROR}, reason=message, action=FAILED, action_detail=None)

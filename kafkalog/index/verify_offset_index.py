@@ -82,7 +82,7 @@ def _interval_bounds(positions: np.ndarray, entry_batches: np.ndarray) -> Tuple[
     return lo, hi, tail_lo
 
 
-def _explain_offset_layout(offsets, pos, j, b: Batches, rebuilt: OffsetIndex, interval: int) -> str:
+def _explain_offset_layout(offsets: np.ndarray, pos: np.ndarray, j: np.ndarray, b: Batches, rebuilt: OffsetIndex, interval: int) -> str:
     chunk = offsets != b.last[j]
     if chunk.any():
         return (f"{int(chunk.sum())} of {len(offsets)} entries map the last offset of a multi-batch append to the "
