@@ -26,7 +26,7 @@ import numpy as np
 from numba import njit
 
 from kafkalog.format import record_batch as rb
-from kafkalog.format.compression import LZ4, NONE, ZSTD, ZSTD_LEVEL, OutputBuffer
+from kafkalog.format.compression import LZ4, NONE, ZSTD_LEVEL, OutputBuffer
 from kafkalog.format.compression_accel import (COMP_OK, lz4_frame_bound, lz4_frame_compress, zstd_bound,
                                                zstd_compressor, zstd_frame_compress)
 from kafkalog.format.decoder import decompress_batches

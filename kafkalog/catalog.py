@@ -62,7 +62,7 @@ def catalog_rows(state: LocalLog) -> list[dict]:
         high_watermark_checkpoint=state.high_watermark_checkpoint, problems=list(state.problems))
     rows = []
     for seg in state.segments:
-        files = seg.files
+        files = seg.on_disk()
         rows.append(dict(
             common, kind=SEGMENT, base_offset=seg.base_offset, next_base_offset=seg.next_base_offset,
             size=seg.size, largest_timestamp=seg.largest_timestamp_ms, largest_timestamp_ms=seg.largest_timestamp_ms,

@@ -91,7 +91,7 @@ def _non_active_from(segments: Sequence[SegmentInfo], start: int) -> list:
     active = segments[-1]
     if start > active.base_offset:
         return []
-    return _overlapping(segments[:-1] + [active], start, active.base_offset)
+    return _overlapping(list(segments[:-1]) + [active], start, active.base_offset)
 
 
 def last_stable_offset(high_watermark: int, first_unstable_offset: Optional[int]) -> int:

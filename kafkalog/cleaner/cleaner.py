@@ -52,7 +52,7 @@ import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Collection, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Collection, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -281,13 +281,13 @@ def _clean_group(plan: PartitionPlan, sources: List[LogSegment], offset_map: Off
             chunk = out.begin_chunk()
             for _ in range(end - first):
                 batch = next(batches)
-                h = batch.header
-                if h.is_control:
-                    can_discard = tracker.on_control_batch(h.producer_id, h.last_offset, batch.control_type)
+                header = batch.header
+                if header.is_control:
+                    can_discard = tracker.on_control_batch(header.producer_id, header.last_offset, batch.control_type)
                 else:
-                    can_discard = tracker.on_data_batch(h.producer_id, h.last_offset, h.is_transactional)
+                    can_discard = tracker.on_data_batch(header.producer_id, header.last_offset, header.is_transactional)
                 fb = filter_batch(batch, can_discard_batch=can_discard,
-                                  is_last_of_active_producer=is_batch_last_record_of_producer(h, plan.active_producers),
+                                  is_last_of_active_producer=is_batch_last_record_of_producer(header, plan.active_producers),
                                   high_watermark=plan.high_watermark, offset_map=offset_map,
                                   now_ms=plan.now_ms, delete_retention_ms=cfg.delete_retention_ms,
                                   record_decisions=want_reasons)
@@ -305,7 +305,7 @@ def _clean_segment_fast(plan: PartitionPlan, seg: LogSegment, chunks, tracker: C
     the index of the segment's first record in the recopied range (for a map kept as bitsets)."""
     cfg = plan.config
     if not record_decisions and filter_to.available(offset_map):
-        _recopy_compiled(plan, seg, chunks, tracker, offset_map, out, ordinal)
+        _recopy_compiled(plan, seg, chunks, tracker, offset_map, out, ordinal)  # type: ignore[arg-type]  # KeyVerdicts is not an OffsetMap (no latest_offset); callers check isinstance
         return
     asked = None
     if record_decisions is not True and record_decisions:
@@ -419,12 +419,13 @@ def _clean_locked(partition_dir: Path, *, config: LogConfig, now_ms: int, broker
             return result
         if offset_map is None:
             if ENGINE == "fast":
-                offset_map = build_key_map(plan, broker, budget=map_budget_bytes)
-                result.map_stats = offset_map.stats
+                verdicts = build_key_map(plan, broker, budget=map_budget_bytes)
+                result.map_stats = verdicts.stats
+                offset_map = verdicts  # type: ignore[assignment]  # KeyVerdicts: see _clean_segment_fast
             else:
                 offset_map = build_partition_offset_map(plan)
         end_offset = min(offset_map.end_offset, plan.upper_bound_offset)
-        result.map_size = len(offset_map) if hasattr(offset_map, "__len__") else 0
+        result.map_size = len(offset_map) if hasattr(offset_map, "__len__") else 0  # type: ignore[arg-type]
         result.end_offset = end_offset
         recopied = [s for s in plan.segments if s.base_offset < end_offset]
         ordinals, _records = segment_ordinals(recopied)    # each recopied segment's first record's ordinal
@@ -551,7 +552,7 @@ def clean_partition(partition_dir, *, config: LogConfig, now_ms: int, broker: Br
                              update_checkpoint=update_checkpoint, map_budget_bytes=map_budget_bytes, plan=plan)
     if is_locked(log_dir):
         raise locked_refusal(log_dir)
-    kwargs = dict(config=config, now_ms=now_ms, broker=broker, offset_map=offset_map, dry_run=dry_run,
+    kwargs: Dict[str, Any] = dict(config=config, now_ms=now_ms, broker=broker, offset_map=offset_map, dry_run=dry_run,
                   on_step=on_step, record_decisions=record_decisions, io_buffer_size=io_buffer_size,
                   high_watermark=high_watermark, force=force, update_checkpoint=update_checkpoint,
                   map_budget_bytes=map_budget_bytes, plan=plan)

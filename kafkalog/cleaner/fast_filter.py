@@ -108,7 +108,7 @@ def _rewrite(win: SourceWindow, b: int, kept: np.ndarray, kept_ts: np.ndarray, h
         elif region is not None:          # decompressed once, when the window was decoded
             src, start, end = region
         else:
-            payload = decompress(h.codec, memoryview(win.buf)[pos + rb.RECORDS_OFFSET:pos + size], magic=2,
+            payload = decompress(h.codec, memoryview(win.buf)[pos + rb.RECORDS_OFFSET:pos + size], magic=2,  # type: ignore[arg-type, unused-ignore]
                                  max_bytes=max_batch_bytes)
             src, start, end = np.frombuffer(payload, dtype=np.uint8), 0, len(payload)
         log_append = h.timestamp_type == rb.LOG_APPEND_TIME

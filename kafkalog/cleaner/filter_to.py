@@ -108,7 +108,7 @@ class WindowOutput:
         wrote = self.end[a:b] > self.start[a:b]
         ts = self.max_timestamp[a:b][wrote]
         k = int(np.argmax(ts))              # the first batch with the largest timestamp, as batch by batch
-        return (memoryview(self.data[lo:hi]), int(self.max_offset[a:b][wrote].max()), int(ts[k]),
+        return (memoryview(self.data[lo:hi]), int(self.max_offset[a:b][wrote].max()), int(ts[k]),  # type: ignore[arg-type, unused-ignore]
                 int(self.shallow_offset[a:b][wrote][k]))
 
 
@@ -409,7 +409,7 @@ def filtered_windows(seg: LogSegment, *, tracker, active: Mapping[int, LastRecor
                 windows.close()
                 result = WindowOutput.of_batches(i, ff.filter_window(
                     win, tracker=tracker, active=active, high_watermark=high_watermark,
-                    offset_map=offset_map, now_ms=now_ms, delete_retention_ms=delete_retention_ms, counts=counts,
+                    offset_map=offset_map, now_ms=now_ms, delete_retention_ms=delete_retention_ms, counts=counts,  # type: ignore[arg-type]
                     record_decisions=False, asked=None, max_batch_bytes=max_batch_bytes, ordinal_base=ordinal))
                 consumed = len(win.headers)
             yield result
@@ -419,7 +419,7 @@ def filtered_windows(seg: LogSegment, *, tracker, active: Mapping[int, LastRecor
     if cache is not None:
         cache.drop_segment(seg.base_offset)
     if stop < n:           # the decoder's refusal of a v0/v1 message, with its message
-        yield from read_windows(seg, max_batch_bytes=max_batch_bytes, from_position=int(h.position[stop]))
+        yield from read_windows(seg, max_batch_bytes=max_batch_bytes, from_position=int(h.position[stop]))  # type: ignore[misc]  # raises first
 
 
 __all__ = ["WindowOutput", "available", "filter_window_kernel", "filtered_windows", "plain_batches"]

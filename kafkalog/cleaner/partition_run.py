@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Dict, Optional, Sequence
 
 from kafkalog.errors import KafkalogError
 from kafkalog.log.names import KRAFT_METADATA_TOPIC, parse_partition_dir_name
@@ -78,7 +78,7 @@ def run_partition(log_dir: str, folder: str, *, configs, now_ms: int, dry_run: b
     """Plan and (unless not cleanable) clean one partition folder; the caller holds the log dir's
     lock. Returns its report row (``ROW_FIELDS``); never raises for a problem of this partition."""
     started = time.monotonic()
-    row = {f: None for f in ROW_FIELDS}
+    row: Dict[str, Any] = {f: None for f in ROW_FIELDS}
     row.update(log_dir=log_dir, partition_dir=folder, explain=[], outcome=OUTCOME_NOT_NEEDED)
     name = Path(folder).name
     try:

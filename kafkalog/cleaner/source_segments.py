@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator, List, Optional
+from typing import Any, Generator, Iterable, Iterator, List, Optional
 
 import numpy as np
 
@@ -76,10 +76,10 @@ class SourceWindow:
     positions: List[int]
     sizes: List[int]
     record_start: np.ndarray         # int64, len(headers) + 1
-    table: object                    # the decoder's pyarrow RecordBatch (RECORD_SCHEMA)
+    table: Any                       # the decoder's pyarrow RecordBatch (RECORD_SCHEMA)
     offsets: np.ndarray              # int64 per record
     timestamps: np.ndarray           # int64 per record, -1 for none
-    keys: object                     # pyarrow binary array
+    keys: Any                        # pyarrow binary array
     key_valid: np.ndarray            # bool per record
     value_valid: np.ndarray          # bool per record
     header_arrays: HeaderArrays = None   # the batches' headers as the segment's scan holds them
@@ -203,7 +203,7 @@ def _valid(array) -> np.ndarray:
 
 
 def read_windows(segment: LogSegment, *, max_batch_bytes: int, from_position: int = 0,
-                 engine: str = "auto") -> Iterator[SourceWindow]:
+                 engine: str = "auto") -> Generator[SourceWindow, None, None]:
     """Decode the segment's batches in file order from the first batch at or after ``from_position``,
     a window of batches at a time (the format layer's decoder: the numba engine unless
     ``engine="python"``; both give the same rows), as columns. CRCs were checked by the segment's

@@ -81,7 +81,7 @@ def swap_in(directory: Path, g: "GroupOutput", on_step: Optional[StepHook]) -> N
     # the .log.cleaned was streamed while the group was cleaned (_Sink); the indexes are small
     contents = {"log": None, "index": offset_index.to_bytes(), "timeindex": time_index.to_bytes()}
     if g.txn_entries:
-        contents["txnindex"] = TransactionIndex(base, g.txn_entries).to_bytes()
+        contents["txnindex"] = TransactionIndex(base, tuple(g.txn_entries)).to_bytes()
     # a. the .cleaned files (stale ones first removed), verified
     for suffix in FILE_SUFFIXES:
         stale = directory / _name(base, suffix, CLEANED_SUFFIX)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 import struct
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import pyarrow as pa
 
@@ -51,13 +51,13 @@ def _member_bytes(topic: str, assigned: List[int]) -> Tuple[bytes, bytes]:
 
 
 def group_records(group: str, *, topic: str, partitions: int, records: int, rnd: random.Random,
-                  index: int, delete_partition0: bool = False) -> List[Tuple[int, bytes, bytes]]:
+                  index: int, delete_partition0: bool = False) -> List[Tuple[int, bytes, Optional[bytes]]]:
     """(timestamp, key, value) of one demo group's history: a few rounds of commits on every partition,
     then its metadata: the first group has a live member, the others are empty; with
     ``delete_partition0`` its commit of partition 0 is then deleted (a tombstone)."""
     rt_commit = gr.RECORD_TYPES[gr.OFFSET_COMMIT]
     rt_group = gr.RECORD_TYPES[gr.GROUP_METADATA]
-    out = []
+    out: List[Tuple[int, bytes, Optional[bytes]]] = []
     clock = DEMO_START_MS + index * 1_000
     for round_ in range(1, 4):
         for p in range(partitions):
@@ -98,7 +98,7 @@ def write_consumer_offsets(out: Path, *, topic: str, partitions: int, records: i
                            rnd: random.Random) -> Dict[Tuple[str, int], int]:
     """Write the __consumer_offsets partitions of ``groups`` demo groups under log dir ``out``;
     returns {(topic, partition): log end offset} for the checkpoints."""
-    by_partition: Dict[int, List[Tuple[int, bytes, bytes]]] = {}
+    by_partition: Dict[int, List[Tuple[int, bytes, Optional[bytes]]]] = {}
     for i, g in enumerate(demo_group_names(groups)):
         by_partition.setdefault(coordinator_partition(g), []).extend(
             group_records(g, topic=topic, partitions=partitions, records=records, rnd=rnd, index=i,

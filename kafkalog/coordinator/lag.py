@@ -224,7 +224,7 @@ def lag_rows(loaded: LoadedOffsets, ends: Mapping[TopicPartition, PartitionEnd],
     rows = []
     for (group, topic, partition), c in sorted(loaded.offsets.items()):
         info = loaded.groups.get(group)
-        end = ends.get((topic, partition))
+        end = ends.get(TopicPartition(topic, partition))
         exp = expires_at(c, info, retention_ms)
         notes = []
         row = {"group": group, "topic": topic, "partition": partition, "committed_offset": c.committed_offset,

@@ -44,7 +44,7 @@ class LagReport:
 
 def live_partitions(log_dirs: Sequence, topic: Optional[str] = None) -> List[PartitionDir]:
     """Every live partition folder of the log dirs (of ``topic`` when given), in log-dir order."""
-    out = []
+    out: List[PartitionDir] = []
     for ld in scan_log_dirs(log_dirs):
         out.extend(p for p in ld.partitions if p.kind == LIVE and (topic is None or p.topic == topic))
     return out
@@ -105,7 +105,7 @@ def consumer_lag(log_dirs: Sequence, *, groups: Sequence[str] = (), patterns: Se
             errors.append(f"{pdir.path}: {e}")
     loaded = lag.load_committed_offsets(rows, include_group=include)
     wanted = {(c.topic, c.partition) for c in loaded.offsets.values()}
-    ends = {}
+    ends: dict = {}
     for pdir in live_partitions(log_dirs):
         if (pdir.topic, pdir.partition) in wanted:
             try:

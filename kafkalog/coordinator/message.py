@@ -24,6 +24,7 @@ of other versions left out, tagged fields only when not default, bytes as base64
 from __future__ import annotations
 
 import base64
+import builtins
 import struct
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Sequence, Tuple
@@ -132,7 +133,7 @@ class MessageReader:
         fmt = INT_TYPES[kind]
         return struct.unpack(fmt, self.take(struct.calcsize(fmt)))[0]
 
-    def uvarint(self) -> int:
+    def uvarint(self) -> builtins.int:     # builtins: the method `int` above shadows the type here
         value = shift = 0
         for _ in range(MAX_VARINT_BYTES):
             b = self.take(1)[0]
@@ -145,14 +146,14 @@ class MessageReader:
     def too_long_varint(self) -> Exception:
         return MessageFormatError(f"{self.what} has a varint longer than {MAX_VARINT_BYTES} bytes at byte {self.pos}")
 
-    def length(self, flexible: bool, kind: str) -> int:
+    def length(self, flexible: bool, kind: str) -> builtins.int:
         """A string/bytes/array length; -1 for null."""
         if flexible:
             return self.uvarint() - 1
         return self.int("int16" if kind == "string" else "int32")
 
     @property
-    def remaining(self) -> int:
+    def remaining(self) -> builtins.int:
         return len(self.data) - self.pos
 
 
@@ -189,8 +190,8 @@ def _read_value(r: MessageReader, field: Field, type_: str, version: int, flexib
         _null_check(field, version, n, at, r.what)
         if n == -1:
             return None
-        item = type_[2:]
-        return [_read_value(r, field, item, version, flexible, True) for _ in range(n)]
+        item_type = type_[2:]
+        return [_read_value(r, field, item_type, version, flexible, True) for _ in range(n)]
     raise MessageFormatError(f"unknown field type {type_}")
 
 

@@ -85,7 +85,8 @@ class BatchSlices:
             try:
                 rows = ref.v2_records(memoryview(self.src)[lo:hi], dataclasses.replace(header, records_count=m))
             except InvalidRecordError as e:
-                e.message += f" (byte {e.position + lo - self.start} of the records of the batch)"
+                if e.position is not None:
+                    e.message += f" (byte {e.position + lo - self.start} of the records of the batch)"
                 e.position = None
                 raise e.with_location(path=self.path, position=self.position)
             return rows_batch(rows, self.h1, np.array([m], np.int64), self.h1.baseOffset, self.pid)

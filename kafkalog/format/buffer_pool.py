@@ -24,7 +24,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Deque, List, Optional, Tuple
+from typing import Any, Callable, Deque, List, Optional, Tuple
 
 import numpy as np
 import pyarrow as pa
@@ -202,7 +202,7 @@ class BufferPool:
             self._settle()
 
 
-_LIBC = None
+_LIBC: Any = None      # libc, loaded once (False where it cannot be)
 PAGE = mmap.PAGESIZE
 
 

@@ -160,7 +160,7 @@ def thread_output_buffer(role: str) -> OutputBuffer:
     return buf
 
 
-def release_frames(error: BaseException) -> None:
+def release_frames(error: Optional[BaseException]) -> None:
     """Drop the locals of the finished frames an error's traceback holds (decompression buffers,
     views of them), so a rejected batch's memory is freed when the error is raised."""
     seen = set()
@@ -251,7 +251,7 @@ def _raw_snappy(block, out: OutputBuffer, at: int, max_bytes: int, used: int = 0
         raise _block_too_big(SNAPPY, n, used, max_bytes)
     arr = out.reserve(at + n, at)
     try:
-        written = cramjam.snappy.decompress_raw_into(block, arr[at:at + n])
+        written = cramjam.snappy.decompress_raw_into(block, arr[at:at + n])  # type: ignore[arg-type, unused-ignore]
     except Exception as e:
         raise DecompressionError(f"snappy: {e}") from None
     return at + written
@@ -338,7 +338,7 @@ def _lz4_blocks(data, pos: int, out: OutputBuffer, at: int, max_bytes: int, bloc
                 # output_len is required: without it cramjam 2.14 may read the block's first four bytes
                 # as a size prefix and decode the rest, returning wrong bytes without an error when that
                 # rest happens to be a valid block (hypothesis found a 3-record batch that does it)
-                at += cramjam.lz4.decompress_block_into(data[pos:pos + size], arr[at:at + block_max],
+                at += cramjam.lz4.decompress_block_into(data[pos:pos + size], arr[at:at + block_max],  # type: ignore[arg-type, unused-ignore]
                                                         output_len=block_max)
             except Exception as e:
                 raise DecompressionError(f"lz4: {e}") from None
@@ -409,7 +409,7 @@ def _unzstd(data, out: OutputBuffer, at: int, max_bytes: int) -> int:
         reader = _zstd_dctx().stream_reader(data, read_size=max(len(data), 1), read_across_frames=True)
         while True:
             arr = out.reserve(at + _ZSTD_STEP, at)
-            n = reader.readinto(memoryview(arr)[at:at + _ZSTD_STEP])
+            n = reader.readinto(memoryview(arr)[at:at + _ZSTD_STEP])  # type: ignore[arg-type, unused-ignore]
             if n == 0:
                 break
             at += n

@@ -104,8 +104,8 @@ class ScanResult:
     # as v2 and, since the CRC does not cover the magic byte, keeps it.
     valid_bytes: int
     file_size: int
+    headers: HeaderArrays = field(repr=False)
     error: Optional[KafkalogError] = None   # the first invalid thing, when on_corrupt="stop"
-    headers: Optional[HeaderArrays] = field(default=None, repr=False)
 
     @property
     def invalid_bytes(self) -> int:

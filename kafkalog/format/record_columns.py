@@ -262,8 +262,8 @@ def batch_columns_accel(plan: BatchColumnPlan, counts: np.ndarray, n: int, carve
     plan repeats per record, into ``carved`` (shaped by plan.shapes); the others share a constant."""
     from kafkalog.format import records_accel as acc
 
-    carved = iter(carved)
-    outs = [next(carved) if f else np.empty(0, d) for d, f in zip(plan.DTYPES, plan.fill)]
+    parts = iter(carved)
+    outs = [next(parts) if f else np.empty(0, d) for d, f in zip(plan.DTYPES, plan.fill)]
     if any(plan.fill):
         acc.batch_columns_kernel(counts, *plan.sources, *outs)
     cols = {}

@@ -99,7 +99,7 @@ def batch_stamps(buf: np.ndarray, position: int, *,
         src, s, e = buf, start, end
     else:
         try:
-            data = decompress(header.codec, memoryview(buf)[start:end], magic=2, max_bytes=max_batch_bytes)
+            data = decompress(header.codec, memoryview(buf)[start:end], magic=2, max_bytes=max_batch_bytes)  # type: ignore[arg-type, unused-ignore]
         except Exception:                              # the decoder reports it precisely
             return None
         src = np.frombuffer(data, dtype=np.uint8)

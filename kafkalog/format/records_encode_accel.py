@@ -347,8 +347,8 @@ def rewrite_batch(src: np.ndarray, start: int, end: int, count: int, keep: np.nd
     if status != ENC_OK:
         return None
     attributes = _attributes(codec, timestamp_type, bool(transactional), bool(control), delete_horizon_ms is not None)
-    records = memoryview(out)[rb.RECORDS_OFFSET:q]
-    payload = records if codec == 0 else compress(codec, records, magic=rb.MAGIC_VALUE_V2, level=None)
+    records = memoryview(out)[rb.RECORDS_OFFSET:q]  # type: ignore[arg-type, unused-ignore]  # ndarray is a Buffer (typed so from 3.12)
+    payload = records if codec == 0 else compress(codec, records, magic=rb.MAGIC_VALUE_V2, level=None)  # type: ignore[arg-type]  # compress reads any bytes-like
     header = bytearray(rb.RECORDS_OFFSET)
     rb.HEADER.pack_into(header, 0, base_offset, rb.RECORD_BATCH_OVERHEAD + len(payload) - rb.LOG_OVERHEAD,
                         partition_leader_epoch, rb.MAGIC_VALUE_V2, 0, attributes, last_offset_delta, base_ts, max_ts,

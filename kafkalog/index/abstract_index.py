@@ -9,9 +9,12 @@ columns (``COLUMNS``), the one it is searched by (``KEY``), its entry size and i
 from __future__ import annotations
 
 import os
-from typing import ClassVar, Optional, Tuple
+from typing import ClassVar, Optional, TYPE_CHECKING, Tuple
+if TYPE_CHECKING:
+    from _typeshed import ReadableBuffer
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from kafkalog.errors import CorruptIndexError, OffsetOverflowError
 from kafkalog.format.varint import INT32_MAX, INT32_MIN
@@ -82,7 +85,7 @@ class AbstractIndex:
 
 # --- reading and writing slots -------------------------------------------------------------------
 
-def read_slots(data, dtype: np.dtype, name: str, *, path: Optional[os.PathLike | str],
+def read_slots(data: ReadableBuffer, dtype: np.dtype, name: str, *, path: Optional[os.PathLike | str],
                stop_at_zero_slot: bool, second_field: str) -> np.ndarray:
     """The entries of index bytes as a structured array of ``dtype``. The length must be a multiple of
     the entry size (else CorruptIndexError naming the size). With ``stop_at_zero_slot`` only the valid
@@ -114,7 +117,7 @@ def valid_prefix(relative_offsets: np.ndarray, second_field: np.ndarray) -> int:
     return int(zero[0]) + 1 if zero.size else n
 
 
-def frozen_int64(values) -> np.ndarray:
+def frozen_int64(values: ArrayLike) -> np.ndarray:
     """A read-only int64 copy (no copy when it already is one), so a frozen index stays frozen."""
     if isinstance(values, np.ndarray) and values.dtype == np.int64 and not values.flags.writeable:
         return values

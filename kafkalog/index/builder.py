@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass
-from typing import Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -50,10 +50,10 @@ class _BuildError:
 def build_indexes(
     *,
     base_offset: int,
-    positions,
-    sizes,
-    last_offsets,
-    max_timestamps,
+    positions: Any,
+    sizes: Any,
+    last_offsets: Any,
+    max_timestamps: Any,
     index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
 ) -> Tuple[OffsetIndex, TimeIndex]:
     """The offset and time index ``LogSegment.recover`` writes for these batches (then trimmed,
@@ -315,7 +315,7 @@ def replay_transactions(
         raise ValueError("all batch columns must have one value per batch")
 
     open_txns: Dict[int, int] = {int(p): int(f) for p, f in (open_txn_first_offsets or {}).items()}
-    aborted = []
+    aborted: list = []
     relevant = np.flatnonzero((pid >= 0) & (is_txn | is_ctrl))
     for i, p, offset, control, kind in zip(
         relevant.tolist(),
@@ -354,21 +354,21 @@ def _overflow_error(base_offset: int, offset: int, log_position: int) -> OffsetO
     )
 
 
-def _offset_index(base_offset: int, offsets, positions) -> OffsetIndex:
+def _offset_index(base_offset: int, offsets: Any, positions: Any) -> OffsetIndex:
     return OffsetIndex(base_offset, _as_int64(offsets), _as_int64(positions))
 
 
-def _time_index(base_offset: int, timestamps, offsets) -> TimeIndex:
+def _time_index(base_offset: int, timestamps: Any, offsets: Any) -> TimeIndex:
     return TimeIndex(base_offset, _as_int64(timestamps), _as_int64(offsets))
 
 
-def _as_int64(values) -> np.ndarray:
+def _as_int64(values: Any) -> np.ndarray:
     if isinstance(values, array):
         return np.frombuffer(values, dtype=np.int64).copy() if len(values) else np.empty(0, np.int64)
     return np.asarray(values, dtype=np.int64)
 
 
-def _int64_vector(values, name: str) -> np.ndarray:
+def _int64_vector(values: Any, name: str) -> np.ndarray:      # numpy, pyarrow or pandas
     if hasattr(values, "to_numpy") and not isinstance(values, np.ndarray):
         try:
             values = values.to_numpy(zero_copy_only=False)  # pyarrow
@@ -382,7 +382,7 @@ def _int64_vector(values, name: str) -> np.ndarray:
     return arr.astype(np.int64, copy=False)
 
 
-def _column(batches: Mapping, field: str, dtype, fill) -> np.ndarray:
+def _column(batches: Mapping, field: str, dtype: Any, fill: Any) -> np.ndarray:
     names = TXN_BATCH_COLUMNS[field]
     for name in names:
         try:

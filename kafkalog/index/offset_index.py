@@ -15,9 +15,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import Optional, TYPE_CHECKING, Tuple
+if TYPE_CHECKING:
+    from _typeshed import ReadableBuffer
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from kafkalog.index.abstract_index import NAME_HINT, AbstractIndex, check_int32, read_index_file, read_slots
 from kafkalog.log.durable import replace_file
@@ -59,7 +62,7 @@ class OffsetIndex(AbstractIndex):
             return self.base_offset, 0
         return int(self.offsets[i]), int(self.positions[i])
 
-    def lookup_many(self, targets) -> Tuple[np.ndarray, np.ndarray]:
+    def lookup_many(self, targets: ArrayLike) -> Tuple[np.ndarray, np.ndarray]:
         """Vectorised :meth:`lookup`: arrays of (offset, position), one per target."""
         targets = np.asarray(targets, dtype=np.int64)
         i = self.slots_at_or_below(targets)
@@ -93,7 +96,7 @@ def empty_offset_index(base_offset: int) -> OffsetIndex:
 
 
 def parse_offset_index(
-    data,
+    data: ReadableBuffer,
     base_offset: int,
     *,
     path: Optional[os.PathLike | str] = None,

@@ -36,7 +36,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import pyarrow as pa
 
@@ -147,6 +147,8 @@ def rebuild_indexes(v: SegmentVerification, actions: Optional[Dict[str, str]] = 
     ``actions`` (pass your own) holds each file's action as soon as it is done, so a failure part-way
     still tells which files were written."""
     actions = {} if actions is None else actions
+    index: Any                             # the index to write, and its writer, per verdict kind
+    writer: Callable[..., None]
     for verdict in v.verdicts:
         if verdict.status == IDENTICAL:
             actions[verdict.kind] = NONE
@@ -281,8 +283,9 @@ def reindex_partition(
             action = actions.get(verdict.kind, NONE)
             detail = None
             if action in (REBUILT, CREATED):
-                index = {OFFSET_INDEX: v.offset_index, TIME_INDEX: v.time_index, TXN_INDEX: v.txn_index}[verdict.kind]
-                detail = f"{len(index)} entries written (Kafka's recovery rebuild)"
+                written: Any = {OFFSET_INDEX: v.offset_index, TIME_INDEX: v.time_index,
+                                  TXN_INDEX: v.txn_index}[verdict.kind]
+                detail = f"{len(written)} entries written (Kafka's recovery rebuild)"
             elif action == NOT_REBUILT:
                 detail = TAIL_NOT_CUT if v.log.corrupt else v.rebuild_error or (
                     "kept: valid, and the producer state at this segment's start is unknown, so a rebuild "
@@ -296,7 +299,8 @@ def reindex_partition(
     return out
 
 
-def _failed_segment_rows(seg_common: dict, seg, v, cut: Optional[TailCut], actions: Dict[str, str], exc) -> List[dict]:
+def _failed_segment_rows(seg_common: dict, seg: Any, v: Any, cut: Optional[TailCut], actions: Dict[str, str],
+                         exc: BaseException) -> List[dict]:
     """A segment whose reindexing failed part-way: a row per change already made (what is on disk
     now), then the error row naming the file that failed and why."""
     rows = []
@@ -317,7 +321,8 @@ def _failed_segment_rows(seg_common: dict, seg, v, cut: Optional[TailCut], actio
     return rows
 
 
-def partition_error_row(*, log_dir, folder, topic, partition, message: str) -> dict:
+def partition_error_row(*, log_dir: Any, folder: Any, topic: Optional[str], partition: Optional[int],
+                        message: str) -> dict:
     return dict(log_dir=None if log_dir is None else os.fspath(log_dir), partition_dir=os.fspath(folder),
                 topic=topic, partition=partition, base_offset=None, is_active=None, file=None, kind=PARTITION,
                 **{"class": ERROR}, reason=message, action=FAILED, action_detail=None)

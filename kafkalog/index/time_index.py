@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import Optional, TYPE_CHECKING, Tuple
+if TYPE_CHECKING:
+    from _typeshed import ReadableBuffer
 
 import numpy as np
 
@@ -101,7 +103,7 @@ def empty_time_index(base_offset: int) -> TimeIndex:
 
 
 def parse_time_index(
-    data,
+    data: ReadableBuffer,
     base_offset: int,
     *,
     path: Optional[os.PathLike | str] = None,

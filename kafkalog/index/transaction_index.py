@@ -18,7 +18,9 @@ from __future__ import annotations
 import os
 import struct
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import Optional, TYPE_CHECKING, Tuple
+if TYPE_CHECKING:
+    from _typeshed import ReadableBuffer
 
 import numpy as np
 
@@ -134,7 +136,7 @@ class TransactionIndex:
 
 
 def parse_transaction_index(
-    data, base_offset: int, *, path: Optional[os.PathLike | str] = None
+    data: ReadableBuffer, base_offset: int, *, path: Optional[os.PathLike | str] = None
 ) -> TransactionIndex:
     """Decode ``.txnindex`` bytes. A partial trailing entry is ignored; an entry whose version
     byte is > 0 raises :class:`CorruptIndexError` (Kafka throws ``KafkaException`` there)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple, Union
+from typing import Callable, Dict, Iterable, List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -156,12 +156,14 @@ def read_log(log_path: Path) -> Tuple[Batches, LogTail]:
 
 # --- what every verifier opens with ----------------------------------------------------------
 
-def read_slots(path: Path, dtype: np.dtype, entry_size: int, kind: str):
-    """(raw bytes, slots array) or a corrupt verdict for a length that is not a multiple of the entry."""
+def read_slots(path: Path, dtype: np.dtype, entry_size: int,
+               kind: str) -> Tuple[bytes, np.ndarray, Optional[IndexVerdict]]:
+    """(raw bytes, slots array, None), or (raw bytes, no slots, a corrupt verdict) for a length that is not
+    a multiple of the entry."""
     data = filesystem.read_bytes(path)
     if len(data) % entry_size:
         whole = len(data) // entry_size
-        return data, None, IndexVerdict(
+        return data, np.empty(0, dtype), IndexVerdict(
             kind, path, CORRUPT,
             f"file size {len(data)} bytes is not a multiple of the {entry_size}-byte entry: a partial entry of "
             f"{len(data) % entry_size} bytes at the end (Kafka's sanity check rejects it)",
@@ -200,7 +202,7 @@ def with_expected(v: IndexVerdict, expected: Optional[int]) -> IndexVerdict:
                         v.first_bad_position)
 
 
-def first_violation(rules, n: int) -> Optional[Tuple[int, str]]:
+def first_violation(rules: Iterable[Tuple[np.ndarray, Callable[[int], str]]], n: int) -> Optional[Tuple[int, str]]:
     """The smallest entry breaking any rule, with the message of the first rule it breaks."""
     best = None
     for mask, _ in rules:

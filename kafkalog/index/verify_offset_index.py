@@ -48,7 +48,7 @@ def verify_offset_index(path: Path, base: int, b: Batches, tail: LogTail, rebuil
         (pos >= tail.valid_bytes, lambda i: f"position {pos[i]} is past the end of the log's valid bytes "
                                             f"({tail.valid_bytes}{' of ' + str(tail.size) if tail.corrupt else ''})"),
         (~is_start, lambda i: f"position {pos[i]} is not the start of a batch (the batch at "
-                              f"{int(b.position[max(j[i] - 1, 0)])} covers it)"),
+                              f"{int(b.position[max(int(j[i]) - 1, 0)])} covers it)"),
         (offsets > log_last, lambda i: f"offset {offsets[i]} is past the log's last offset {log_last}"),
         (prev_last >= offsets, lambda i: f"offset {offsets[i]} is not after the batch before position {pos[i]}, "
                                          f"which ends at offset {prev_last[i]}: a lookup of offsets "
@@ -82,7 +82,7 @@ def _interval_bounds(positions: np.ndarray, entry_batches: np.ndarray) -> Tuple[
     return lo, hi, tail_lo
 
 
-def _explain_offset_layout(offsets, pos, j, b: Batches, rebuilt: OffsetIndex, interval: int) -> str:
+def _explain_offset_layout(offsets: np.ndarray, pos: np.ndarray, j: np.ndarray, b: Batches, rebuilt: OffsetIndex, interval: int) -> str:
     chunk = offsets != b.last[j]
     if chunk.any():
         return (f"{int(chunk.sum())} of {len(offsets)} entries map the last offset of a multi-batch append to the "

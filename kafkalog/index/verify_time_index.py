@@ -110,7 +110,7 @@ def verify_time_index(path: Path, base: int, b: Batches, rebuilt: Optional[TimeI
     return IndexVerdict(TIME_INDEX, path, VALID, "; ".join(reasons), len(data), n, expected)
 
 
-def _same_time_entries(normal, rebuilt: TimeIndex, is_active: bool) -> bool:
+def _same_time_entries(normal: Tuple[np.ndarray, np.ndarray], rebuilt: TimeIndex, is_active: bool) -> bool:
     ts, offsets = normal
     if is_active and len(ts) <= len(rebuilt):
         # an active segment's entries are a prefix of the rebuild's (its final entry comes at roll/close)

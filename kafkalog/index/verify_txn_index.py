@@ -4,7 +4,7 @@ from the segment's start, and judging the file against that rebuild (rules in
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Dict, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -23,7 +23,8 @@ def _txn_columns(b: Batches, stop: Optional[int] = None) -> dict:
                 is_control=b.is_control[s], control_type=b.control_type[s])
 
 
-def rebuild_txn_index(base: int, b: Batches, folder: Path, open_txns, known: bool):
+def rebuild_txn_index(base: int, b: Batches, folder: Path, open_txns: Optional[Mapping[int, int]],
+                      known: bool) -> Tuple[TransactionIndex, Dict[int, int], bool, set]:
     """(rebuilt index, open transactions after, state known after, markers kept from the file)."""
     start = dict(open_txns or {})
     try:

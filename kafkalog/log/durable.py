@@ -31,7 +31,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator, Optional, Union
+from typing import Any, Iterable, Iterator, Optional, Union
 
 from kafkalog.errors import FenceLostError, OwnershipError, SymlinkRefusedError
 
@@ -334,7 +334,7 @@ def open_for_write(path: PathLike, *, buffering: int = 1 << 20, owner: Optional[
 
 
 _SYNC_FILE_RANGE_WRITE = 2          # <linux/fs.h>: start writeback of the range's dirty pages, do not wait
-_SYNC_FILE_RANGE = None              # libc's sync_file_range, looked up once (False where it is missing)
+_SYNC_FILE_RANGE: Any = None         # libc's sync_file_range, looked up once (False where it is missing)
 
 
 def start_writeback(fd: int, offset: int, length: int) -> bool:

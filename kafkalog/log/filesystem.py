@@ -445,6 +445,7 @@ class RemoteView:
                 return
         pos = start
         while pos < end:
+            assert self._map is not None          # end > 0: the file has bytes, so it is mapped
             n = min(self.REQUEST_BYTES, end - pos)
             self._map[pos:pos + n] = self._file.read_at(pos, n)
             pos += n

@@ -30,7 +30,7 @@ from kafkalog.log import filesystem
 try:
     import fcntl
 except ImportError:  # pragma: no cover - Windows: Kafka's lock there is not a POSIX lock anyway
-    fcntl = None  # type: ignore[assignment]
+    fcntl = None  # type: ignore[assignment, unused-ignore]
 
 PathLike = Union[str, os.PathLike]
 

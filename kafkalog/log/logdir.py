@@ -217,14 +217,14 @@ def scan_log_dir(path: PathLike) -> LogDir:
 def scan_log_dirs(paths: Iterable[PathLike]) -> list[LogDir]:
     """Scan several log dirs (one broker's ``log.dirs``), in the order given. A live or future
     partition present in two of them is recorded as a problem in both (a broker refuses to start)."""
-    paths = [Path(p) for p in paths]
+    dirs = [Path(p) for p in paths]
     seen: dict[Path, Path] = {}
-    for path in paths:
+    for path in dirs:
         resolved = path if filesystem.is_uri(path) else path.resolve()
         if resolved in seen:
             raise ValueError(f"log dir {path} is given twice (also as {seen[resolved]})")
         seen[resolved] = path
-    log_dirs = [scan_log_dir(path) for path in paths]
+    log_dirs = [scan_log_dir(path) for path in dirs]
     owners: dict[tuple[str, int, str], list[tuple[LogDir, PartitionDir]]] = {}
     for log_dir in log_dirs:
         for partition_dir in log_dir.partitions:

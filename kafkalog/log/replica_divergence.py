@@ -42,7 +42,7 @@ Verdicts, one per replica against the leader (a partition's verdict is the worst
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple, Union
 
@@ -125,7 +125,7 @@ class ReplicaBatches:
     @staticmethod
     def from_headers(name: str, headers: Sequence[dict], **kwargs) -> "ReplicaBatches":
         """A replica from header dicts with this class's field names (tests, small inputs)."""
-        cols = {f: np.array([h[f] for h in headers], dtype=np.int64) for f in COMPARED_FIELDS + ("records_count",)}
+        cols: dict = {f: np.array([h[f] for h in headers], dtype=np.int64) for f in COMPARED_FIELDS + ("records_count",)}
         return ReplicaBatches(name=name, **cols, **kwargs)
 
 
@@ -486,7 +486,7 @@ def find_replicas(log_dirs: Sequence[PathLike], topics: Optional[Sequence[str]] 
     from kafkalog.log.logdir import scan_log_dir
     from kafkalog.log.names import LIVE
 
-    seen = {}
+    seen: dict = {}
     for d in log_dirs:
         key = os.path.realpath(d)
         if key in seen:

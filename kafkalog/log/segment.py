@@ -24,9 +24,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Sequence, Tuple
+from typing import Optional, Tuple
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from kafkalog.format.file_records import ScanResult, scan_batches
 from kafkalog.format.record_batch import MAGIC_VALUE_V2
@@ -63,6 +64,13 @@ class SegmentInfo:
     def is_active(self) -> bool:
         return self.next_base_offset is None
 
+    def on_disk(self) -> SegmentFiles:
+        """The files this segment was listed from. A segment built for a decision alone (a model, the
+        empty segment a roll would create) has none: asking for them is a programming error."""
+        if self.files is None:
+            raise ValueError(f"segment {self.base_offset} was not listed from disk: it has no files")
+        return self.files
+
 
 @dataclass
 class LogSegment:
@@ -96,20 +104,20 @@ class LogSegment:
 
     @property
     def files(self) -> SegmentFiles:
-        return self.segment.files
+        return self.segment.on_disk()
 
     @property
     def log_path(self) -> Path:
-        return Path(self.segment.files.log)
+        return Path(self.files.log)
 
     @property
     def index_path(self) -> Optional[Path]:
-        return self.segment.files.index
+        return self.files.index
 
     def open(self) -> filesystem.RangeFile:
         """The .log opened for reads at positions (opened once)."""
         if self.fd is None:
-            self.fd = filesystem.RangeFile(self.segment.files.log)
+            self.fd = filesystem.RangeFile(self.files.log)
         return self.fd
 
     def close(self) -> None:
@@ -178,7 +186,7 @@ def largest_timestamp_of(max_timestamp_so_far: int, mtime_ms: int, source: str) 
     return mtime_ms, FROM_MTIME
 
 
-def active_max_timestamp(max_timestamps: Sequence[int]) -> int:
+def active_max_timestamp(max_timestamps: ArrayLike) -> int:
     """The active segment's maxTimestampSoFar from its batch headers' maxTimestamp (-1: none)."""
     values = np.asarray(max_timestamps, dtype=np.int64)
     return running_max((NO_TIMESTAMP, 0), values, np.zeros(len(values), dtype=np.int64))[0]

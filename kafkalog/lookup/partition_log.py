@@ -160,7 +160,7 @@ class PartitionLog:
         still open below the high watermark, else the high watermark (replayed once, then kept)."""
         if self._lso is None:
             from kafkalog.log.last_stable_offset import replay_below
-            logs = [(s.base_offset, os.fspath(s.segment.files.log)) for s in self._segments]
+            logs = [(s.base_offset, os.fspath(s.files.log)) for s in self._segments]
             self._lso = replay_below(logs, self.high_watermark)[0]
         return self._lso
 

@@ -60,6 +60,7 @@ from dataclasses import dataclass
 from typing import Optional, Sequence, Tuple
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from kafkalog.checkpoint.leader_epoch import EpochEntry
 from kafkalog.errors import CorruptIndexError
@@ -146,14 +147,14 @@ class BatchPosition:
 
 # --- pure decisions -------------------------------------------------------------------------
 
-def first_segment_reaching(largest_timestamps: Sequence[int], target: int) -> int:
+def first_segment_reaching(largest_timestamps: ArrayLike, target: int) -> int:
     """Index of the first segment whose largest timestamp >= target, or -1."""
     lt = np.asarray(largest_timestamps, dtype=np.int64)
     hit = np.flatnonzero(lt >= target)
     return int(hit[0]) if hit.size else -1
 
 
-def floor_segment(base_offsets: Sequence[int], offset: int) -> int:
+def floor_segment(base_offsets: ArrayLike, offset: int) -> int:
     """Index of the segment with the largest base offset <= offset, or -1."""
     return int(np.searchsorted(np.asarray(base_offsets, dtype=np.int64), offset, side="right")) - 1
 

@@ -89,7 +89,8 @@ class Page:
             if c.kind == "float":       # shown to 4 significant digits: 6 keep the JSON small and sorting exact enough
                 values = [float(f"{v:.6g}") if isinstance(v, float) else v for v in values]
             if c.kind == "text" and len(values) >= DICT_ENCODE_MIN_ROWS:
-                codes, index = [], {}
+                codes: list = []
+                index: dict = {}
                 for v in values:
                     codes.append(index.setdefault(v, len(index)))
                 if len(index) * 2 < len(values):

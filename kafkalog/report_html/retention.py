@@ -176,7 +176,8 @@ def _timelines(page: Page, report: dict, partitions: list, segments: list) -> No
 
     ranked = sorted(partitions, key=lambda p: (-freed(p), -(p.get("size_before") or 0),
                                                p.get("topic") or "", p.get("partition") or 0))
-    embedded, budget = [], TIMELINE_SEGMENT_BUDGET
+    embedded: list = []
+    budget = TIMELINE_SEGMENT_BUDGET
     for p in ranked:
         segs = by_partition.get((p.get("log_dir"), p.get("topic"), p.get("partition")))
         if not segs or len(embedded) >= TIMELINE_PARTITIONS_MAX or len(segs) > budget:

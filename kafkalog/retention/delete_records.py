@@ -193,7 +193,7 @@ def find_partition_folders(log_dirs: Sequence[os.PathLike | str],
             found[(topic, partition)] = (os.fspath(log_dir), os.path.join(os.fspath(log_dir), entry.name))
     missing = sorted(f"{t}-{p}" for t, p in wanted - set(found))
     if missing:
-        raise UsageError(f"not in the log dir(s) {', '.join(map(os.fspath, log_dirs))}: {', '.join(missing)}",
+        raise UsageError(f"not in the log dir(s) {', '.join(os.fspath(d) for d in log_dirs)}: {', '.join(missing)}",
                          hint="check the topic names and partitions of the offset JSON; nothing was changed")
     if twice:
         raise UsageError(f"in two log dirs: {', '.join(sorted(set(twice)))}",
@@ -265,9 +265,9 @@ def apply_delete_records(results: Sequence[DeleteRecordsResult], *, lock: bool =
 
 def _write(log_dir: str, moved: Sequence[DeleteRecordsResult]) -> None:
     path = Path(log_dir) / LOG_START_OFFSET_CHECKPOINT
-    current = {TopicPartition(*k): v for k, v in read_offset_checkpoint(path).items()}
-    changes = {TopicPartition(r.topic, r.partition): (r.low_watermark, r.first_segment_base
-                                                       if r.first_segment_base is not None else r.low_watermark)
+    current = read_offset_checkpoint(path)
+    changes = {(r.topic, r.partition): (r.low_watermark, r.first_segment_base
+                                        if r.first_segment_base is not None else r.low_watermark)
                for r in moved}
     updated = updated_log_start_offsets(current, changes)
     if updated != current:

@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Iterable, Mapping, Optional
 
 from kafkalog.log.local_log import LocalLog
-from kafkalog.topic_partition import TopicPartition
 from kafkalog.checkpoint.leader_epoch import EpochEntry, read_leader_epoch_checkpoint, write_leader_epoch_checkpoint
 from kafkalog.log.durable import fsync_dir
 from kafkalog.log.names import LEADER_EPOCH_CHECKPOINT
@@ -73,8 +72,8 @@ def truncate_epochs_from_start(entries: Iterable[EpochEntry], start_offset: int)
     return [EpochEntry(removed[-1].epoch, start_offset)] + kept
 
 
-def updated_log_start_offsets(current: Mapping[TopicPartition, int],
-                              changes: Mapping[TopicPartition, tuple[int, int]]) -> dict[TopicPartition, int]:
+def updated_log_start_offsets(current: Mapping[tuple[str, int], int],
+                              changes: Mapping[tuple[str, int], tuple[int, int]]) -> dict[tuple[str, int], int]:
     """The new ``log-start-offset-checkpoint`` entries: ``changes`` maps a partition to (new log start
     offset, its first remaining segment's base offset). As ``LogManager.checkpointLogStartOffsetsInDir``
     writes it, a partition has an entry only when its log start offset is above its first segment's
@@ -161,12 +160,12 @@ def apply_plan(state: LocalLog, plan: RetentionPlan, *, now_ms: int, tag: int = 
         return result
     for seg in doomed:
         try:
-            size = os.stat(seg.files.log).st_size
+            size = os.stat(seg.on_disk().log).st_size
         except FileNotFoundError:
-            raise PlanOutdatedError(f"segment {seg.base_offset} is gone", path=seg.files.log) from None
+            raise PlanOutdatedError(f"segment {seg.base_offset} is gone", path=seg.on_disk().log) from None
         if size != seg.size:
             raise PlanOutdatedError(f"segment {seg.base_offset} is {size} bytes, the plan saw {seg.size}",
-                                    path=seg.files.log)
+                                    path=seg.on_disk().log)
     if unfinished_roll is not None:
         for path in unfinished_roll:
             _touch_empty(path)
@@ -183,7 +182,7 @@ def apply_plan(state: LocalLog, plan: RetentionPlan, *, now_ms: int, tag: int = 
         fsync_dir(state.path)
     stamp = deletion_stamp_ns(now_ms, tag)
     for seg in doomed:
-        files = seg.files
+        files = seg.on_disk()
         for path in (files.log, files.index, files.timeindex, files.txnindex, files.snapshot):
             if path is not None:
                 _rename_for_deletion(path, stamp, result)

@@ -36,7 +36,6 @@ from kafkalog.retention.deletion import (DeletionResult, apply_plan, purge_delet
 from kafkalog.log.logdir import scan_partition_dir
 from kafkalog.log.names import LIVE, LOG_SUFFIX, parse_partition_dir_name, parse_segment_file_name
 from kafkalog.log.names import CLEANED_SUFFIX, DELETED_SUFFIX, KRAFT_METADATA_TOPIC, SWAP_SUFFIX, format_segment_file_name
-from kafkalog.topic_partition import TopicPartition
 from kafkalog.retention.policy import NO_PRODUCER_SNAPSHOT, LogState, keep_active_segment, plan_retention
 
 PLANNED, APPLIED, SKIPPED, ERROR = "planned", "applied", "skipped", "error"
@@ -238,7 +237,7 @@ def _producer_state_lost_by_roll(state: LocalLog, roll_at: int) -> Optional[str]
     if (state.path / snapshot_file_name(roll_at)).exists():
         return None
     for seg in state.segments:
-        ids = scan_batches(seg.files.log, verify_crc=False, on_corrupt="stop").batches.column("producerId")
+        ids = scan_batches(seg.on_disk().log, verify_crc=False, on_corrupt="stop").batches.column("producerId")
         if len(ids) and pc.max(ids).as_py() >= 0:
             return (f"kept where Kafka would roll and delete it: the roll's producer state "
                     f"({snapshot_file_name(roll_at)}, which a broker writes from memory when it rolls) is not on "
@@ -284,10 +283,10 @@ def finish_log_dir(log_dir: os.PathLike | str, outcomes: Iterable[dict]) -> dict
     """Rewrite the log dir's ``log-start-offset-checkpoint`` after its partitions were applied:
     returns {"changed": [...], "path": ...}. Writes nothing when no entry changes."""
     path = Path(log_dir) / LOG_START_OFFSET_CHECKPOINT
-    changes = {}
+    changes: dict[tuple[str, int], tuple[int, int]] = {}
     for o in outcomes:     # every applied partition, as a broker rewrites every log's entry: a run after one
         if o.get("status") == APPLIED:   # killed before this step puts right the entries it left stale
-            changes[TopicPartition(o["topic"], o["partition"])] = (o["new_log_start_offset"], o["first_base_offset_after"])
+            changes[(o["topic"], o["partition"])] = (o["new_log_start_offset"], o["first_base_offset_after"])
     if not changes:
         return {"path": os.fspath(path), "changed": []}
     current = read_offset_checkpoint(path)

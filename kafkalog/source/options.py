@@ -177,13 +177,13 @@ def parse_partition_json(name: str, raw: str) -> Dict[TopicPartition, int]:
                 raise _bad(name, raw, f"partition {p!r} of topic {topic!r} is not a number") from None
             if isinstance(v, bool) or not isinstance(v, int):
                 raise _bad(name, raw, f"{topic}-{partition}: {v!r} is not an integer")
-            out[(topic, partition)] = v
+            out[TopicPartition(topic, partition)] = v
     return out
 
 
 def parse_assign(raw: str) -> Tuple[TopicPartition, ...]:
     """``{"topicA":[0,1],"topicB":[2,4]}`` -> ((topicA, 0), (topicA, 1), ...)."""
-    out = []
+    out: list = []
     for topic, parts in _json_object("assign", raw).items():
         if not isinstance(parts, list) or not all(isinstance(p, int) and not isinstance(p, bool) for p in parts):
             raise _bad("assign", raw, f"topic {topic!r} must map to a list of partition numbers")
@@ -263,7 +263,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool = False)
             continue
         raise SourceOptionError(f"option {key!r} is not an option of Spark's Kafka source nor of kafkalog's "
                                 f"(known: {', '.join(sorted(KNOWN_OPTIONS))}, and kafka.*)")
-    dirs = []
+    dirs: list = []
     for name in ("path", "paths", "logdirs"):
         raw = opts.get(name)
         if raw:

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -187,10 +187,10 @@ def _upper(bound: Optional[int], value: int) -> int:
 def bounds_from_predicates(predicates: Iterable[Predicate]) -> Bounds:
     """AND of the predicates as ranges. A predicate this does not understand (another column or
     operator, a value of the wrong type) is simply not used: Spark applies it anyway."""
-    b: Dict[str, object] = {}
+    b: Dict[str, Any] = {}
     empty = False
     for p in predicates:
-        values = tuple(p.value) if p.op == "in" else (p.value,)
+        values: Tuple[Any, ...] = tuple(p.value) if p.op == "in" else (p.value,)  # type: ignore[arg-type]  # an "in" value is a list
         if not values or any(v is None for v in values):
             if p.op == "in" and not values:
                 empty = True
@@ -237,7 +237,7 @@ def bounds_from_predicates(predicates: Iterable[Predicate]) -> Bounds:
 # --- offsets (pure) ---------------------------------------------------------------------------------------
 
 def _tp(facts: PartitionFacts) -> TopicPartition:
-    return facts.topic, facts.partition
+    return TopicPartition(facts.topic, facts.partition)
 
 
 def _name(tp: TopicPartition) -> str:
@@ -406,16 +406,16 @@ def list_partitions(options: SourceOptions):
     return out
 
 
-def load_partition_facts(log_dir, pdir, cache: Dict[str, object]) -> PartitionFacts:
+def load_partition_facts(log_dir, pdir, cache: Dict[str, Any]) -> PartitionFacts:
     """One listed partition with its segments, log start / end offsets and checkpointed high watermark."""
     key = str(log_dir)
     if key not in cache:
         cache[key] = read_log_dir_checkpoints(log_dir)
     state = load_partition(pdir, cache[key])
     segs = tuple(SegmentFacts(
-        base_offset=s.base_offset, size=s.size, log=str(s.files.log),
-        index=str(s.files.index) if s.files.index else None,
-        timeindex=str(s.files.timeindex) if s.files.timeindex else None,
+        base_offset=s.base_offset, size=s.size, log=str(s.on_disk().log),
+        index=str(s.on_disk().index) if s.on_disk().index else None,
+        timeindex=str(s.on_disk().timeindex) if s.on_disk().timeindex else None,
         largest_timestamp=s.largest_timestamp_ms if s.largest_timestamp_source in (FROM_TIMEINDEX, FROM_BATCHES)
         else None) for s in state.segments)
     return PartitionFacts(state.topic, state.partition, str(state.path), key, segs,
@@ -585,7 +585,7 @@ def plan_scan(options: SourceOptions, bounds: Bounds, *, parallelism: int) -> Li
     """The whole plan: partitions, ranges, pieces, tasks. Raises SourceOptionError for bad options
     that only the log dirs can reveal (a partition not found, data loss)."""
     listed = list_partitions(options)
-    check_listing(options, [(p.topic, p.partition) for _, p in listed])
+    check_listing(options, [TopicPartition(p.topic, p.partition) for _, p in listed])
     check_subscribed_topics(options, {p.topic for _, p in listed}, lambda: _all_topics(options))
     if bounds.empty:
         return []

@@ -94,7 +94,7 @@ def from_json_offsets(value: Mapping) -> PartitionOffsets:
             raise KafkalogError(f"streaming offset of topic {topic!r} is not a {{partition: offset}} object")
         for p, off in parts.items():
             try:
-                out[(str(topic), int(p))] = int(off)
+                out[TopicPartition(str(topic), int(p))] = int(off)
             except (TypeError, ValueError):
                 raise KafkalogError(f"streaming offset {topic}-{p}: {off!r} is not an offset") from None
     return out

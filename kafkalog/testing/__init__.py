@@ -95,7 +95,7 @@ def _as_rows(records: Records) -> List[dict]:
         return [_from_columns(r) for r in records.to_pylist()]
     if hasattr(records, "toArrow"):                  # a Spark DataFrame
         return [_from_columns(r) for r in records.toArrow().to_pylist()]
-    return [dict(r) for r in records]
+    return [dict(r) for r in records]  # type: ignore[union-attr]  # rows: mappings
 
 
 def _batch_key(row: dict) -> tuple:

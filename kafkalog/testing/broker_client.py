@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import time
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 LATEST = -1          # ListOffsets: the high watermark (the LSO under read_committed)
 EARLIEST = -2        # the log start offset
@@ -59,7 +59,7 @@ def _admin(broker):
 
 
 @contextlib.contextmanager
-def admin(broker) -> Iterator[object]:
+def admin(broker) -> Iterator[Any]:
     """A kafka-python admin client on the broker, closed after use."""
     client = _admin(broker)
     try:

@@ -116,7 +116,7 @@ def _run_dump(args) -> int:
     from kafkalog.tools.dump.dumper import Dumper
     from kafkalog.tools.dump.options import (CLUSTER_METADATA_DECODER, DEFAULT_MAX_MESSAGE_SIZE, OFFSETS_DECODER,
                                              TRANSACTION_LOG_DECODER, DumpOptions)
-    from kafkalog.tools.dump.output import STDOUT, STDOUT_BYTES
+    from kafkalog.tools.dump.output import STDOUT
 
     _check_dump_files(args.files)
 
@@ -130,10 +130,10 @@ def _run_dump(args) -> int:
         else CLUSTER_METADATA_DECODER if args.cluster_metadata_decoder else None)
     dumper = Dumper(options, prog=f"{PROG} dump")
     for line in dumper.dump_files(args.files):
-        if line.stream == STDOUT:
-            _write_line(sys.stdout, line.text)
-        elif line.stream == STDOUT_BYTES:
+        if isinstance(line.text, bytes):          # STDOUT_BYTES
             _write_block(sys.stdout, line.text)
+        elif line.stream == STDOUT:
+            _write_line(sys.stdout, line.text)
         else:
             sys.stdout.flush()       # keep errors next to the lines they follow
             _write_line(sys.stderr, line.text)

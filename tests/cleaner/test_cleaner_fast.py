@@ -286,6 +286,6 @@ def test_writer_defers_where_the_reference_refuses(stamps, horizon):
     recs = [rb.V2Record(i, ts, b"k%d" % i, b"v") for i, ts in enumerate(stamps)]
     raw = rb.encode_batch(recs, base_offset=0, base_timestamp=0, max_timestamp=0)
     h, rows = _rows(raw)
-    with pytest.raises(Exception):
+    with pytest.raises(ValueError, match="does not fit a varlong"):
         _reference_rewrite(h, rows, [True, True], horizon)
     assert _fast_rewrite(raw, h, rows, [True, True], horizon) is None

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import List, Sequence, Tuple
 
 import pyarrow as pa
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

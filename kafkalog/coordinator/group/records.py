@@ -169,7 +169,7 @@ def _expand_member_bytes(value_json: Dict[str, Any]) -> Dict[str, Any]:
             if encoded is None:
                 continue
             version, fields = read_consumer_protocol(message, base64.b64decode(encoded))
-            if fields is not None:
+            if fields is not None and version is not None:
                 member[name] = to_kafka_json(message, fields, min(version, CONSUMER_PROTOCOL_MAX_VERSION))
     return value_json
 

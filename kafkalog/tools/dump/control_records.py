@@ -8,7 +8,7 @@ from __future__ import annotations
 import base64
 import json
 import struct
-from typing import Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from kafkalog.coordinator.message import MessageReader
 from kafkalog.errors import InvalidRecordError
@@ -87,14 +87,14 @@ def _voters(r: ControlRecordReader) -> dict:
         return e
 
     def voter():
-        v = {"voterId": r.int32(), "voterDirectoryId": r.uuid(), "endpoints": r.compact_array(endpoint)}
+        v: Dict[str, Any] = {"voterId": r.int32(), "voterDirectoryId": r.uuid(), "endpoints": r.compact_array(endpoint)}
         feature = {"minSupportedVersion": r.int16(), "maxSupportedVersion": r.int16()}
         r.tagged_fields()
         v["kRaftVersionFeature"] = feature
         r.tagged_fields()
         return v
 
-    out = {"version": r.int16()}
+    out: Dict[str, Any] = {"version": r.int16()}
     out["voters"] = r.compact_array(voter)
     r.tagged_fields()
     return out
@@ -107,7 +107,7 @@ def _leader_change(r: ControlRecordReader) -> dict:
         r.tagged_fields()
         return v
 
-    out = {"version": r.int16(), "leaderId": r.int32()}
+    out: Dict[str, Any] = {"version": r.int16(), "leaderId": r.int32()}
     out["voters"] = r.compact_array(voter)
     out["grantingVoters"] = r.compact_array(voter)
     r.tagged_fields()

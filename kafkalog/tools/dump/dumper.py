@@ -10,7 +10,7 @@ from kafkalog.tools.dump.file_names import RECORD_SUFFIXES, file_suffix
 from kafkalog.tools.dump.log_segment import dump_record_file
 from kafkalog.tools.dump.offset_index import dump_offset_index
 from kafkalog.tools.dump.options import DumpOptions
-from kafkalog.tools.dump.output import (NO_HINT, STDERR, STDOUT, STDOUT_BYTES, DumpResult, FileSummary, Line, drop_generic_hint,
+from kafkalog.tools.dump.output import (NO_HINT, STDERR, STDOUT, DumpResult, FileSummary, Line, drop_generic_hint,
                                         json_line)
 from kafkalog.tools.dump.producer_snapshot import dump_producer_snapshot
 from kafkalog.tools.dump.time_index import dump_time_index
@@ -161,7 +161,7 @@ def dump(paths: Iterable[str], options: Optional[DumpOptions] = None, *, prog: s
     stdout: List[str] = []
     stderr: List[str] = []
     for line in dumper.dump_files(paths):
-        if line.stream == STDOUT_BYTES:
+        if isinstance(line.text, bytes):          # STDOUT_BYTES
             stdout.extend(line.text.decode("utf-8").split("\n")[:-1])
         else:
             (stdout if line.stream == STDOUT else stderr).append(line.text)

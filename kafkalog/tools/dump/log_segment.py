@@ -7,13 +7,12 @@ import os
 import numpy as np
 
 from kafkalog.format.varint import INT32_MAX
-from typing import TYPE_CHECKING, Dict, Iterator, List, Tuple
+from typing import TYPE_CHECKING, Dict, Iterator, List
 
 from kafkalog.coordinator.record import decode_record, kafka_dump_text, record_json
 from kafkalog.errors import CrcMismatchError, InvalidFileNameError, InvalidRecordError, KafkalogError, UnknownCodecError
 from kafkalog.format import record_batch as rb
 from kafkalog.format.compression import CODEC_NAMES
-from kafkalog.format.record_batch import LOG_OVERHEAD
 from kafkalog.tools.dump.batch_walk import (BatchView, RecordView, decode_records, legacy_first_offset, read_batch,
                                             tail_error, walk_batches)
 from kafkalog.tools.dump.control_records import control_record_info
@@ -362,7 +361,8 @@ def record_output(run: "Dumper", path: str, b: BatchView, r: RecordView):
     value_size = -1 if r.value is None else len(r.value)
     v2 = b.magic >= rb.MAGIC_VALUE_V2
     problem = None
-    control_text, control_fields = "", {}
+    control_text = ""
+    control_fields: dict = {}
     if b.is_control:
         try:
             control_text, control_fields = control_record_info(r.key, r.value)

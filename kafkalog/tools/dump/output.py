@@ -5,7 +5,7 @@ import base64
 import codecs
 import json
 from dataclasses import dataclass, field
-from typing import List, NamedTuple, Optional
+from typing import List, NamedTuple, Optional, Union
 
 from kafkalog.errors import CorruptRecordError, KafkalogError
 
@@ -19,7 +19,7 @@ class Line(NamedTuple):
     """One output line (without its newline) and the stream it belongs on; for STDOUT_BYTES, many
     lines as bytes, each with its newline."""
     stream: str
-    text: str
+    text: Union[str, bytes]      # bytes exactly when stream is STDOUT_BYTES
 
 
 @dataclass
@@ -93,7 +93,7 @@ def _java_replace(e: UnicodeDecodeError):
     return "\ufffd", e.end
 
 
-codecs.register_error("kafkalog-java-replace", _java_replace)
+codecs.register_error("kafkalog-java-replace", _java_replace)  # type: ignore[arg-type]  # a decode handler
 
 
 def string_decoder(data: bytes) -> str:

@@ -35,24 +35,24 @@ def dump_producer_snapshot(run: "Dumper", path: str, s: FileSummary) -> Iterator
         e.args = (str(e),)
         raise
     s.valid_bytes = len(data)
-    for e in snapshot.entries:
+    for entry in snapshot.entries:
         s.entries += 1
-        has_batch = e.last_offset >= 0
-        first_seq = decrement_sequence(e.last_sequence, e.offset_delta) if has_batch else None
-        txn_first = e.current_txn_first_offset if e.current_txn_first_offset >= 0 else None
+        has_batch = entry.last_offset >= 0
+        first_seq = decrement_sequence(entry.last_sequence, entry.offset_delta) if has_batch else None
+        txn_first = entry.current_txn_first_offset if entry.current_txn_first_offset >= 0 else None
         if run.options.json:
-            yield run.obj({"type": "producer_snapshot_entry", "file": path, "producerId": e.producer_id,
-                             "producerEpoch": e.producer_epoch, "coordinatorEpoch": e.coordinator_epoch,
-                             "currentTxnFirstOffset": txn_first, "lastTimestamp": e.timestamp,
-                             "firstSequence": first_seq, "lastSequence": e.last_sequence if has_batch else None,
-                             "lastOffset": e.last_offset if has_batch else None,
-                             "offsetDelta": e.offset_delta if has_batch else None,
-                             "timestamp": e.timestamp if has_batch else None})
+            yield run.obj({"type": "producer_snapshot_entry", "file": path, "producerId": entry.producer_id,
+                             "producerEpoch": entry.producer_epoch, "coordinatorEpoch": entry.coordinator_epoch,
+                             "currentTxnFirstOffset": txn_first, "lastTimestamp": entry.timestamp,
+                             "firstSequence": first_seq, "lastSequence": entry.last_sequence if has_batch else None,
+                             "lastOffset": entry.last_offset if has_batch else None,
+                             "offsetDelta": entry.offset_delta if has_batch else None,
+                             "timestamp": entry.timestamp if has_batch else None})
             continue
-        text = (f"producerId: {e.producer_id} producerEpoch: {e.producer_epoch} "
-                f"coordinatorEpoch: {e.coordinator_epoch} currentTxnFirstOffset: {optional_long(txn_first)} "
-                f"lastTimestamp: {e.timestamp} ")
+        text = (f"producerId: {entry.producer_id} producerEpoch: {entry.producer_epoch} "
+                f"coordinatorEpoch: {entry.coordinator_epoch} currentTxnFirstOffset: {optional_long(txn_first)} "
+                f"lastTimestamp: {entry.timestamp} ")
         if has_batch:
-            text += (f"firstSequence: {first_seq} lastSequence: {e.last_sequence} lastOffset: {e.last_offset} "
-                     f"offsetDelta: {e.offset_delta} timestamp: {e.timestamp}")
+            text += (f"firstSequence: {first_seq} lastSequence: {entry.last_sequence} lastOffset: {entry.last_offset} "
+                     f"offsetDelta: {entry.offset_delta} timestamp: {entry.timestamp}")
         yield run.out(text)
