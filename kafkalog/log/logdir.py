@@ -1,7 +1,7 @@
 """What is in one or many Kafka log dirs: partition folders, their segment files and leftovers, the
 log-dir checkpoints and metadata, and whether a live broker holds the dir's ``.lock``. Scanning
 never raises for one bad folder: it is reported in ``LogDir.problems``. (File and folder names:
-``log.names``; the lock: ``log.lock``.)
+``kafkalog.fs.names``; the lock: ``kafkalog.fs.lock``.)
 """
 from __future__ import annotations
 
