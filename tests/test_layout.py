@@ -5,6 +5,7 @@ cycle among modules (function-level imports included)."""
 from __future__ import annotations
 
 import ast
+from functools import lru_cache
 from pathlib import Path
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
@@ -188,6 +189,12 @@ def imports_among(modules: Dict[str, Tuple[str, bool, str]]) -> List[Import]:
     return found
 
 
+@lru_cache(maxsize=1)
+def repo_imports() -> Tuple[Import, ...]:
+    """The imports among the product modules, parsed once per test session."""
+    return tuple(imports_among(repo_modules()))
+
+
 def package_of(module: str) -> str:
     """The unit LAYERS places: ``kafkalog.<name>`` for kafkalog's modules, else the top-level package."""
     parts = module.split(".")
@@ -310,18 +317,18 @@ def test_every_package_has_a_layer():
 
 
 def test_no_import_runs_up_the_layers():
-    found = back_arrows(imports_among(repo_modules()))
+    found = back_arrows(list(repo_imports()))
     layers = " < ".join(name for name, _ in LAYERS)
     assert found == [], f"imports go down the layers ({layers}):\n  " + "\n  ".join(found)
 
 
 def test_no_import_cycle_among_modules():
-    found = cycles(imports_among(repo_modules()))
+    found = cycles(list(repo_imports()))
     assert found == [], "import cycles (function-level imports count):\n  " + "\n  ".join(found)
 
 
 def test_no_import_cycle_among_packages():
-    found = cycles(imports_among(repo_modules()), unit=package_of)
+    found = cycles(list(repo_imports()), unit=package_of)
     assert found == [], "packages importing each other:\n  " + "\n  ".join(found)
 
 
