@@ -34,7 +34,7 @@ from pathlib import Path
 from bench.compact import NOW, ROOT, TOPIC, _configs, _fresh, ensure_data
 from bench.readme import update_block
 from kafkalog.checkpoint.offset import read_offset_checkpoint, write_offset_checkpoint
-from kafkalog.log.names import REPLICATION_OFFSET_CHECKPOINT
+from kafkalog.fs.names import REPLICATION_OFFSET_CHECKPOINT
 
 PARTITIONS = 4
 BROKER = {"log.cleaner.dedupe.buffer.size": 128 << 20, "log.cleaner.threads": 1}

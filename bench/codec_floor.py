@@ -30,7 +30,8 @@ from kafkalog.format.compression import LZ4, NONE, ZSTD_LEVEL, OutputBuffer
 from kafkalog.format.compression_accel import (COMP_OK, lz4_frame_bound, lz4_frame_compress, zstd_bound,
                                                zstd_compressor, zstd_frame_compress)
 from kafkalog.format.decoder import decompress_batches
-from kafkalog.format.file_records import MappedFile, scan_batches
+from kafkalog.format.file_records import scan_batches
+from kafkalog.fs.filesystem import MappedFile
 from kafkalog.format.native import LZ4_STREAM_BYTES, crc32c_update, native_functions
 from kafkalog.cleaner.key_walk import WINDOW_BATCHES, WINDOW_BYTES     # windows as the map pass cuts them
 

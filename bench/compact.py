@@ -56,7 +56,7 @@ from bench.codec_floor import measure_floor
 from bench.gen import Batch, frame_batch
 from bench.readme import update_block
 from kafkalog.checkpoint.offset import write_offset_checkpoint
-from kafkalog.log.names import REPLICATION_OFFSET_CHECKPOINT, format_segment_file_name
+from kafkalog.fs.names import REPLICATION_OFFSET_CHECKPOINT, format_segment_file_name
 from kafkalog.format import compression as C, record_batch as rb
 
 ROOT = Path("/tmp/kafkalog-bench")

@@ -69,7 +69,7 @@ def _write_partition(folder: Path, batches, codec: int) -> None:
     from kafkalog.index.builder import build_indexes
     from kafkalog.index.offset_index import write_offset_index
     from kafkalog.index.time_index import write_time_index
-    from kafkalog.log.names import format_segment_file_name
+    from kafkalog.fs.names import format_segment_file_name
 
     folder.mkdir(parents=True, exist_ok=True)
     hours = np.array([(b.base_ts - TS0) // HOUR_MS for b in batches])

@@ -1,5 +1,5 @@
 """Requests and bytes per operation on a log dir on an S3 server, counted by wrapping the
-FileSystem (``kafkalog.log.counting_filesystem``).
+FileSystem (``kafkalog.fs.counting_filesystem``).
 
 Data: bench.lookup's partition (a rolled ~1 GiB segment, ``--quick``: 64 MiB, and a small active
 segment; uncompressed 16 KiB batches, non-monotonic timestamps; Kafka's indexes), uploaded once per
@@ -69,13 +69,13 @@ def _operations(part_uri: str, log_dir_uri: str, log_end: int):
 
 
 def _names(path) -> list:
-    from kafkalog.log import filesystem
+    from kafkalog.fs import filesystem
     return filesystem.listdir(path)
 
 
 def run(part: Path, uri_of_log_dir: str, log=print) -> list:
-    from kafkalog.log import filesystem
-    from kafkalog.log.counting_filesystem import RequestCounts, counting_filesystem
+    from kafkalog.fs import filesystem
+    from kafkalog.fs.counting_filesystem import RequestCounts, counting_filesystem
 
     part_uri = f"{uri_of_log_dir}/{part.name}"
     from kafkalog.lookup.partition_log import PartitionLog

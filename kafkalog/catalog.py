@@ -19,8 +19,8 @@ import pyarrow as pa
 
 from kafkalog.errors import KafkalogError
 from kafkalog.log.local_log import LocalLog
-from kafkalog.log.names import parse_segment_file_name
-from kafkalog.log import filesystem
+from kafkalog.fs.names import parse_segment_file_name
+from kafkalog.fs import filesystem
 
 SEGMENT, LEFTOVER, ERROR = "segment", "leftover", "error"
 

@@ -24,9 +24,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
-from kafkalog.properties import parse_properties
+from kafkalog.checkpoint.properties import parse_properties
 from kafkalog.errors import ConfigError
-from kafkalog.format.varint import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
+from kafkalog.java_types import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
 
 PathLike = os.PathLike | str
 

@@ -150,7 +150,7 @@ class OffsetOverflowError(KafkalogError):
     default_hint = "Kafka splits such segments; write the records into a segment with a higher base offset"
 
 
-# --- changing log dirs (kafkalog.log.durable) -----------------------------------------------------
+# --- changing log dirs (kafkalog.fs.durable) -----------------------------------------------------
 
 class FenceLostError(KafkalogError):
     """The job that holds a log dir's lock is gone (or released it): this process must not change it."""

@@ -13,7 +13,7 @@ import numpy as np
 from kafka.record.memory_records import MemoryRecords
 
 from kafkalog.checkpoint.offset import write_offset_checkpoint
-from kafkalog.log.names import CLEANER_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT, format_segment_file_name
+from kafkalog.fs.names import CLEANER_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT, format_segment_file_name
 from kafkalog.cleaner import clean_partition
 from kafkalog.config import LogConfig, configs_from_mappings
 from kafkalog.format import control_record as cr, record_batch as rb

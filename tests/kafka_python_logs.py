@@ -16,7 +16,7 @@ from kafkalog.format.file_records import scan_batches
 from kafkalog.index.builder import build_indexes
 from kafkalog.index.offset_index import write_offset_index
 from kafkalog.index.time_index import write_time_index
-from kafkalog.log.names import format_segment_file_name
+from kafkalog.fs.names import format_segment_file_name
 from oracle import build_batch, read_all
 
 CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}

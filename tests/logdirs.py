@@ -8,7 +8,7 @@ from typing import Optional, Sequence
 import pyarrow as pa
 
 from kafkalog.checkpoint.offset import write_offset_checkpoint
-from kafkalog.log.names import LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT, format_segment_file_name
+from kafkalog.fs.names import LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT, format_segment_file_name
 from kafkalog.format.schema import HEADERS_TYPE, TIMESTAMP_TYPE
 from kafkalog.log.records_io import write_segment
 

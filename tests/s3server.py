@@ -151,7 +151,7 @@ def s3_env(s3_server, monkeypatch):
     """The AWS environment variables pointing at the test server, set for one test."""
     for name, value in s3_server.environment().items():
         monkeypatch.setenv(name, value)
-    from kafkalog.log import filesystem
+    from kafkalog.fs import filesystem
     filesystem.forget_filesystems()
     yield s3_server
     filesystem.forget_filesystems()

@@ -9,7 +9,7 @@ import pyarrow as pa
 from kafkalog.catalog import CATALOG_SCHEMA, LEFTOVER, catalog_table
 from kafkalog.log.local_log import load_partition_path
 from kafkalog.log.segment import FROM_BATCHES, FROM_MTIME, FROM_TIMEINDEX
-from kafkalog.log.names import format_segment_file_name
+from kafkalog.fs.names import format_segment_file_name
 
 from logdirs import make_partition, write_checkpoints
 

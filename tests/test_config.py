@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kafkalog.config import LogConfig, configs_from_mappings, load_configs, parse_topic_config_arg
-from kafkalog.format.varint import INT64_MAX
+from kafkalog.java_types import INT64_MAX
 from kafkalog.errors import ConfigError
 
 

@@ -23,13 +23,13 @@ import pytest
 
 from kafkalog.log.local_log import read_log_dir_checkpoints
 from kafkalog.config import configs_from_mappings
-from kafkalog.log.durable import WATCHDOG_INTERVAL_S
-from kafkalog.log.lock import is_locked, lock_holder
-from kafkalog.index.reindex import reindex_partition
+from kafkalog.fs.durable import WATCHDOG_INTERVAL_S
+from kafkalog.fs.lock import is_locked, lock_holder
+from kafkalog.log.reindex import reindex_partition
 from kafkalog.retention.run import finish_log_dir, retain_partition
 from kafkalog.log.records_io import read_segment
 from kafkalog.checkpoint.offset import read_offset_checkpoint, write_offset_checkpoint
-from kafkalog.log.names import LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
+from kafkalog.fs.names import LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
 from kafkalog.checkpoint.leader_epoch import write_leader_epoch_checkpoint
 
 from logdirs import make_partition, snapshot, write_checkpoints

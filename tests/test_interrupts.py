@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from kafkalog.checkpoint.offset import read_offset_checkpoint, write_offset_checkpoint
-from kafkalog.log.names import CLEANER_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
+from kafkalog.fs.names import CLEANER_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
 
 from logdirs import make_partition
 from test_faults import NOW, DAY, RETENTION_ARGS, big_compacted_log_dir

@@ -7,7 +7,7 @@ import uuid
 from typing import Optional, Sequence
 
 from kafkalog.catalog import CATALOG_SCHEMA, ERROR, LEFTOVER, SEGMENT
-from kafkalog.log import filesystem
+from kafkalog.fs import filesystem
 
 from udfs import delta_tables
 from udfs.job import (EXIT_OK, EXIT_PARTIAL, add_config_arguments, add_html_argument, base_parser, check_topic_configs,

@@ -30,9 +30,9 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 import pyarrow as pa
 
 from kafkalog.cleaner.partition_run import CLEANED, ERROR, ROW_FIELDS, WOULD_CLEAN, run_partition
-from kafkalog.log.durable import fenced
-from kafkalog.log.filesystem import refuse_uris
-from kafkalog.log.lock import held_fences
+from kafkalog.fs.durable import fenced
+from kafkalog.fs.filesystem import refuse_uris
+from kafkalog.fs.lock import held_fences
 
 from udfs import delta_tables, interrupts
 from udfs.job import EXIT_OK, EXIT_PARTIAL, add_config_arguments, add_html_argument, base_parser, locked_log_dirs, parse_time_ms, progress, start_job, table_path, write_html, write_report

@@ -14,7 +14,7 @@ from kafkalog.coordinator.log_dirs import CONSUMER_OFFSETS_TOPIC, TRANSACTION_ST
 from kafkalog.coordinator.transaction.rows import TRANSACTION_ROW_SCHEMA, transaction_rows
 from kafkalog.errors import KafkalogError
 from kafkalog.log.logdir import scan_partition_dir
-from kafkalog.log.names import LIVE, parse_partition_dir_name
+from kafkalog.fs.names import LIVE, parse_partition_dir_name
 
 from udfs.partitions import folders_frame, list_partition_folders, map_folders
 

@@ -27,7 +27,7 @@ happened, what finished, what to do, where the report is. The cancelled tasks' P
 killed by Spark (``spark.python.task.killTimeout``) or by their daemon when the JVM goes; a worker
 cut short leaves only what a crash leaves (``.cleaned``/``.swap`` files ``kafkalog recover`` or a
 broker's startup finishes), and changes nothing once the driver's log-dir lock is gone
-(``kafkalog.log.durable`` fences).
+(``kafkalog.fs.durable`` fences).
 
 Exit codes: 128 + the signal number, as a shell reports a process a signal ended — 130 for SIGINT,
 143 for SIGTERM — so ``$?`` and CI tools see an interrupted run, not a failed one.

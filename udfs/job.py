@@ -21,11 +21,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Callable, NamedTuple, Optional, Sequence
 
-from kafkalog.log.durable import AS_CREATED, ownership_problem, replace_file
+from kafkalog.fs.durable import AS_CREATED, ownership_problem, replace_file
 from kafkalog.config import TOPIC_NOT_HELD_HINT, KafkaConfigs, load_configs, topics_not_held
 from kafkalog.errors import ConfigError, KafkalogError, UsageError
-from kafkalog.log import filesystem
-from kafkalog.log.lock import holder_and_hint, is_locked, lock_log_dir
+from kafkalog.fs import filesystem
+from kafkalog.fs.lock import holder_and_hint, is_locked, lock_log_dir
 from kafkalog.lookup.time_spec import parse_epoch_ms
 from kafkalog.tools.arguments import check_log_dir
 
@@ -240,7 +240,7 @@ def locked_log_dirs(log_dirs, *, modifying: bool, read_only_note: str):
 
 def _write_problem(log_dir) -> Optional[str]:
     """Why a modifying job may not change ``log_dir`` (None when it may): files it cannot give their
-    owners' uid and gid (``kafkalog.log.durable.ownership_problem``), or a dir it cannot read."""
+    owners' uid and gid (``kafkalog.fs.durable.ownership_problem``), or a dir it cannot read."""
     try:
         return ownership_problem(log_dir)
     except OSError as exc:

@@ -16,7 +16,7 @@ from kafkalog.coordinator.log_dirs import (CONSUMER_OFFSETS_TOPIC, coordinator_r
                                            live_partitions, merge_end, partition_end)
 from kafkalog.errors import KafkalogError, UsageError
 from kafkalog.log.logdir import scan_partition_dir
-from kafkalog.log.names import LIVE, parse_partition_dir_name
+from kafkalog.fs.names import LIVE, parse_partition_dir_name
 
 from udfs import delta_tables
 from udfs.job import (EXIT_OK, EXIT_PARTIAL, add_config_arguments, base_parser, parse_time_ms, progress, start_job,

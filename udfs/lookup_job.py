@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from kafkalog.errors import KafkalogError
-from kafkalog.log.names import LIVE, parse_partition_dir_name
+from kafkalog.fs.names import LIVE, parse_partition_dir_name
 from kafkalog.lookup.bulk import FAILED_WHYS, RESULT_SCHEMA, answer_queries, live_partition_folders
 
 from udfs import delta_tables

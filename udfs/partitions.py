@@ -12,12 +12,12 @@ import pyarrow as pa
 
 from kafkalog.catalog import catalog_rows, error_rows
 from kafkalog.log.local_log import load_partition, read_log_dir_checkpoints
-from kafkalog.log.durable import fenced
+from kafkalog.fs.durable import fenced
 from kafkalog.errors import KafkalogError, UsageError
-from kafkalog.log import filesystem
-from kafkalog.log.lock import held_fences
+from kafkalog.fs import filesystem
+from kafkalog.fs.lock import held_fences
 from kafkalog.log.logdir import scan_partition_dir
-from kafkalog.log.names import REMOTE_INDEX_CACHE_DIR, parse_partition_dir_name
+from kafkalog.fs.names import REMOTE_INDEX_CACHE_DIR, parse_partition_dir_name
 
 FOLDER_SCHEMA = pa.schema([pa.field("log_dir", pa.string()), pa.field("partition_dir", pa.string())])
 
@@ -89,7 +89,7 @@ def map_folders(df, per_folder: Callable[[str, str, dict], list[dict]], schema: 
     """``mapInArrow`` running ``per_folder(log_dir, folder, task_cache) -> rows`` for each folder; the
     task cache lets a task read each log dir's checkpoints once. ``counter`` (``udfs.progress.count_folders``)
     counts the folders done, for the job's progress line. Each folder's work is fenced by the lock this
-    (driver) process holds on its log dir, if any (``kafkalog.log.durable``): a worker changes nothing in the
+    (driver) process holds on its log dir, if any (``kafkalog.fs.durable``): a worker changes nothing in the
     dir once the driver is gone."""
     from pyspark.sql.pandas.types import from_arrow_schema
 

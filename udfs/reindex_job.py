@@ -1,6 +1,6 @@
 """``spark-submit.sh reindex``: verify every segment index of the log dirs against what Kafka's recovery
 would build from the ``.log`` and rebuild the ones that differ, in parallel across partitions. Each
-partition runs ``kafkalog.index.reindex.reindex_partition`` on an executor (one row per index file, classified
+partition runs ``kafkalog.log.reindex.reindex_partition`` on an executor (one row per index file, classified
 by ``kafkalog.index.verify``: identical / valid / missing / corrupt); the driver collects the rows
 once, appends them to a Delta table (``--results``) and writes the JSON report.
 
@@ -20,9 +20,9 @@ from typing import Optional, Sequence
 import pyarrow as pa
 
 from kafkalog.errors import KafkalogError
-from kafkalog.log.filesystem import refuse_uris
-from kafkalog.log.names import parse_partition_dir_name
-from kafkalog.index.reindex import ERROR, REINDEX_SCHEMA, partition_error_row, reindex_partition
+from kafkalog.fs.filesystem import refuse_uris
+from kafkalog.fs.names import parse_partition_dir_name
+from kafkalog.log.reindex import ERROR, REINDEX_SCHEMA, partition_error_row, reindex_partition
 
 from udfs import delta_tables
 from udfs.job import EXIT_OK, EXIT_PARTIAL, add_config_arguments, base_parser, locked_log_dirs, progress, start_job, table_path, write_report
@@ -61,7 +61,7 @@ def build_parser():
 
 
 def reindex_frame(spark, folders, *, configs, verify_only: bool, include_active: bool, truncate_tail: bool):
-    """The lazy DataFrame (``kafkalog.index.reindex.REINDEX_SCHEMA``) of reindexing ``folders`` (``(log dir,
+    """The lazy DataFrame (``kafkalog.log.reindex.REINDEX_SCHEMA``) of reindexing ``folders`` (``(log dir,
     folder)`` pairs); evaluating it does the work, so collect it once."""
     def per_folder(log_dir: str, folder: str, cache: dict) -> list[dict]:
         name = Path(folder).name

@@ -22,10 +22,10 @@ import os
 import time
 from typing import Mapping, Optional, Sequence
 
-from kafkalog.properties import parse_properties
+from kafkalog.checkpoint.properties import parse_properties
 from kafkalog.config import KafkaConfigs, did_you_mean
 from kafkalog.errors import KafkalogError, UsageError
-from kafkalog.log.lock import held_fences, lock_log_dir
+from kafkalog.fs.lock import held_fences, lock_log_dir
 from kafkalog.log.roll import RollConfig
 from kafkalog.log.writer import check_new_log_dir, write_log_dir_files, WrittenPartition
 
@@ -101,7 +101,7 @@ def restore(df, log_dir, *, compression: Optional[str] = None, configs: Optional
         fence = held_fences()[log_dir]
 
         def write_group(table: pa.Table) -> pa.Table:
-            from kafkalog.log.durable import fenced
+            from kafkalog.fs.durable import fenced
             from kafkalog.log.writer import write_partition
 
             topic, partition = table.column("topic")[0].as_py(), table.column("partition")[0].as_py()
@@ -164,7 +164,7 @@ def restore_table(spark, table: str, log_dir, *, topics: Optional[Sequence[str]]
 
         def write_one(item):
             import pyarrow.dataset as ds
-            from kafkalog.log.durable import fenced
+            from kafkalog.fs.durable import fenced
             from kafkalog.log.writer import write_partition
 
             topic, partition, files = item

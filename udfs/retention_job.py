@@ -17,7 +17,7 @@ from typing import Optional, Sequence
 
 import pyarrow as pa
 
-from kafkalog.log.filesystem import refuse_uris
+from kafkalog.fs.filesystem import refuse_uris
 from kafkalog.errors import UsageError
 from kafkalog.retention.delete_records import (apply_delete_records, describe, log_start_overrides,
                                                plan_delete_records, read_offset_json_file, with_log_starts)

@@ -10,8 +10,8 @@ from typing import Iterable, NamedTuple, Optional, Union
 
 from kafkalog.checkpoint.offset import format_checkpoint_file, parse_checkpoint_file
 from kafkalog.checkpoint.text import check_range, parse_java_int, read_utf8
-from kafkalog.format.varint import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
-from kafkalog.log.durable import replace_file
+from kafkalog.java_types import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
+from kafkalog.fs.durable import replace_file
 
 LEADER_EPOCH_TOKENS = 2        # <epoch> <startOffset>
 

@@ -1,7 +1,7 @@
 """A log dir's ``meta.properties``: which cluster and node the dir belongs to.
 
 Layout: a Java ``.properties`` file (ISO-8859-1, ``#``/``!`` comments, ``key=value``, ``key: value``
-or ``key value``; ``kafkalog.properties``) with ``version`` (0 or 1), ``cluster.id``, ``broker.id``
+or ``key value``; ``kafkalog.checkpoint.properties``) with ``version`` (0 or 1), ``cluster.id``, ``broker.id``
 (version 0) or ``node.id`` (version 1) and, since 3.7, ``directory.id``.
 """
 from __future__ import annotations
@@ -12,9 +12,9 @@ from typing import Optional, Union
 
 from kafkalog.checkpoint.text import parse_java_int, parse_kafka_uuid
 from kafkalog.errors import CheckpointError
-from kafkalog.format.varint import INT32_MAX, INT32_MIN
-from kafkalog.properties import parse_properties
-from kafkalog.log import filesystem
+from kafkalog.java_types import INT32_MAX, INT32_MIN
+from kafkalog.checkpoint.properties import parse_properties
+from kafkalog.fs import filesystem
 
 META_PROPERTIES_VERSIONS = (0, 1)
 

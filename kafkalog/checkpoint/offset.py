@@ -21,8 +21,8 @@ from typing import Callable, Mapping, Optional, Sequence, TypeVar, Union
 from kafkalog.checkpoint.text import (JAVA_WHITESPACE, check_range, java_lines, java_split_whitespace, line_error,
                                       parse_java_int, read_utf8)
 from kafkalog.errors import CheckpointError
-from kafkalog.format.varint import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
-from kafkalog.log.durable import replace_file
+from kafkalog.java_types import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
+from kafkalog.fs.durable import replace_file
 
 CHECKPOINT_VERSION = 0
 OFFSET_CHECKPOINT_TOKENS = 3   # <topic> <partition> <offset>

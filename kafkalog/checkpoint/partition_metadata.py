@@ -13,8 +13,8 @@ from typing import Optional, Union
 
 from kafkalog.checkpoint.text import (UUID_BYTES, JavaLine, java_lines, line_error, parse_java_int, parse_kafka_uuid,
                                       read_utf8)
-from kafkalog.format.varint import INT32_MAX, INT32_MIN
-from kafkalog.log.durable import replace_file
+from kafkalog.java_types import INT32_MAX, INT32_MIN
+from kafkalog.fs.durable import replace_file
 
 PARTITION_METADATA_VERSION = 0
 _PARTITION_METADATA_SEPARATOR = re.compile(r":[ \t\n\x0b\f\r]+")

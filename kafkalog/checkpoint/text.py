@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Optional, Union
 
 from kafkalog.errors import CheckpointError
-from kafkalog.log import filesystem
+from kafkalog.fs import filesystem
 
 UUID_BYTES = 16
 UUID_TEXT_LENGTH = 22

@@ -56,7 +56,7 @@ from typing import Any, Collection, Dict, Iterable, List, Optional, Sequence, Tu
 
 import numpy as np
 
-from kafkalog.log.names import CLEANER_OFFSET_CHECKPOINT, KRAFT_METADATA_TOPIC
+from kafkalog.fs.names import CLEANER_OFFSET_CHECKPOINT, KRAFT_METADATA_TOPIC
 from kafkalog.cleaner import fast_filter
 from kafkalog.cleaner import key_map as km
 from kafkalog.cleaner.key_walk import KeyVerdicts, build_key_verdicts, segment_ordinals
@@ -73,12 +73,12 @@ from kafkalog.errors import FenceLostError, KafkalogError
 from kafkalog.format import record_batch as rb
 from kafkalog.format.record_batch import crc32c_update
 from kafkalog.index.builder import IndexAppender
-from kafkalog.log import durable
+from kafkalog.fs import durable
 from kafkalog.log.local_log import collect_aborted_transactions
-from kafkalog.log.lock import is_locked
-from kafkalog.log.names import parse_partition_dir_name
-from kafkalog.log.lock import lock_log_dir, locked_refusal
-from kafkalog.log.names import CLEANED_SUFFIX, format_segment_file_name
+from kafkalog.fs.lock import is_locked
+from kafkalog.fs.names import parse_partition_dir_name
+from kafkalog.fs.lock import lock_log_dir, locked_refusal
+from kafkalog.fs.names import CLEANED_SUFFIX, format_segment_file_name
 from kafkalog.log.segment import LogSegment
 from kafkalog.topic_partition import TopicPartition
 from kafkalog.cleaner import filter_to

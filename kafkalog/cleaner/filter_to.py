@@ -32,7 +32,7 @@ from kafkalog.format.buffer_pool import release_pages
 from kafkalog.format.compression import NONE, ZSTD_LEVEL, thread_output_buffer
 from kafkalog.format.compression_accel import zstd_compressor
 from kafkalog.format.decoder import decompress_batches
-from kafkalog.format.file_records import MappedFile
+from kafkalog.fs.filesystem import MappedFile
 from kafkalog.format.native import LZ4_STREAM_BYTES, native_functions
 from kafkalog.format.records_accel import copy_bytes, read_varint, read_varlong
 from kafkalog.format.records_encode_accel import (ENC_OK, seal_batch_kernel, varint_canonical,

@@ -30,7 +30,7 @@ from kafkalog.format import control_record as cr
 from kafkalog.format import record_batch as rb
 from kafkalog.format.decoder import decode_window, decompress_batches
 from kafkalog.format.file_records import HeaderArrays
-from kafkalog.log import filesystem
+from kafkalog.fs import filesystem
 from kafkalog.format.varint import read_varint, read_varlong
 from kafkalog.cleaner import key_map as km
 from kafkalog.cleaner.source_segments import start_position

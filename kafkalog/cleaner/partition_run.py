@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Dict, Optional, Sequence
 
 from kafkalog.errors import KafkalogError
-from kafkalog.log.names import KRAFT_METADATA_TOPIC, parse_partition_dir_name
+from kafkalog.fs.names import KRAFT_METADATA_TOPIC, parse_partition_dir_name
 from kafkalog.cleaner.cleanable import NotCleanableReason
 from kafkalog.cleaner.cleaner import clean_partition
 from kafkalog.cleaner.plan import plan_partition

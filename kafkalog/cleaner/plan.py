@@ -21,7 +21,7 @@ from kafkalog.config import BrokerConfig, LogConfig
 from kafkalog.errors import KafkalogError
 from kafkalog.log import local_log
 from kafkalog.log.local_log import collect_aborted_transactions, pending_swap_files, read_log_dir_checkpoints
-from kafkalog.log.names import parse_partition_dir_name, parse_segment_file_name
+from kafkalog.fs.names import parse_partition_dir_name, parse_segment_file_name
 from kafkalog.log.producer_snapshot import read_producer_snapshot
 from kafkalog.log.segment import LogSegment
 from kafkalog.topic_partition import TopicPartition

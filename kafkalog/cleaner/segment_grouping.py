@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import List, Sequence
 
 from kafkalog.log.segment import SegmentInfo
-from kafkalog.format.varint import INT32_MAX
+from kafkalog.java_types import INT32_MAX
 
 
 

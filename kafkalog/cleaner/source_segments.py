@@ -29,7 +29,7 @@ from kafkalog.log.logdir import SegmentFiles, scan_partition_dir
 from kafkalog.log.segment import FROM_BATCHES, FROM_TIMEINDEX, SegmentInfo, LogSegment, active_max_timestamp, index_file_bytes, largest_timestamp_of, rolled_max_timestamp
 from kafkalog.format.record_batch import NO_TIMESTAMP
 from kafkalog.topic_partition import UNKNOWN_PARTITION
-from kafkalog.log import filesystem
+from kafkalog.fs import filesystem
 
 READ_WINDOW_BATCHES = 512          # batches decoded per call of the record decoder
 READ_WINDOW_BYTES = 8 << 20        # ... and at most this many bytes of records per call

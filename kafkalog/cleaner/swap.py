@@ -14,16 +14,17 @@ from typing import TYPE_CHECKING, Callable, List, Optional
 import numpy as np
 
 from kafkalog.checkpoint.offset import read_offset_checkpoint, write_offset_checkpoint
-from kafkalog.log.durable import fsync_dir
-from kafkalog.log.names import CLEANER_OFFSET_CHECKPOINT
+from kafkalog.fs.durable import fsync_dir
+from kafkalog.fs.names import CLEANER_OFFSET_CHECKPOINT
 from kafkalog.errors import KafkalogError
 from kafkalog.format.buffer_pool import release_pages
-from kafkalog.format.file_records import SCAN_WINDOW_BYTES, MappedFile, scan_buffer
+from kafkalog.format.file_records import SCAN_WINDOW_BYTES, scan_buffer
+from kafkalog.fs.filesystem import MappedFile
 from kafkalog.format.record_batch import crc32c_update
 from kafkalog.index.transaction_index import TransactionIndex
-from kafkalog.log import durable
-from kafkalog.log.names import SNAPSHOT_SUFFIX
-from kafkalog.log.names import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, format_segment_file_name
+from kafkalog.fs import durable
+from kafkalog.fs.names import SNAPSHOT_SUFFIX
+from kafkalog.fs.names import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, format_segment_file_name
 from kafkalog.topic_partition import TopicPartition
 
 if TYPE_CHECKING:

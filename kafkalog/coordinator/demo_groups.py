@@ -11,7 +11,7 @@ from typing import Dict, List, Optional, Tuple
 import pyarrow as pa
 
 from kafkalog.format.schema import HEADERS_TYPE, TIMESTAMP_TYPE
-from kafkalog.log.names import format_partition_dir_name
+from kafkalog.fs.names import format_partition_dir_name
 from kafkalog.log.records_io import write_segment
 from kafkalog.coordinator.group import records as gr
 from kafkalog.coordinator.message import write_message

@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from kafkalog.errors import KafkalogError
 from kafkalog.log.logdir import PartitionDir, scan_log_dirs
-from kafkalog.log.names import LIVE
+from kafkalog.fs.names import LIVE
 from kafkalog.lookup.partition_log import PartitionLog
 from kafkalog.log.records_io import read_segment
 from kafkalog.coordinator import lag

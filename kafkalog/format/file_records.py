@@ -7,12 +7,11 @@ reference and a numba kernel (engine="accel"); tests run both.
 """
 from __future__ import annotations
 
-import mmap
 import os
 import struct
 import zlib
 from dataclasses import dataclass, field
-from typing import Optional, Union
+from typing import Optional
 
 import numpy as np
 import pyarrow as pa
@@ -25,6 +24,7 @@ from kafkalog.format.buffer_pool import release_pages
 from kafkalog.format.native import native_functions
 from kafkalog.format.schema import BATCH_SCHEMA
 from kafkalog.format.varint import wrap_int64
+from kafkalog.fs.filesystem import MappedFile, open_view
 
 MIN_ENTRY_SIZE = legacy.RECORD_OVERHEAD_V0   # Kafka: "smaller than minimum record overhead (14)"
 
@@ -381,39 +381,9 @@ def recovery_valid_bytes(buf, *, path=None) -> tuple[int, Optional[KafkalogError
         pos = end
 
 
-class MappedFile:
-    """A read-only view of a file's bytes: mmap for non-empty files, so a 1 GB segment is paged, not read."""
-
-    def __init__(self, path: Union[str, os.PathLike]):
-        self.path = os.fspath(path)
-        self._file = open(self.path, "rb")
-        size = os.fstat(self._file.fileno()).st_size
-        self._mmap = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ) if size else None
-        self.array = np.frombuffer(self._mmap, dtype=np.uint8) if self._mmap is not None else np.empty(0, np.uint8)
-
-    def __len__(self) -> int:
-        return len(self.array)
-
-    def close(self) -> None:
-        self.array = np.empty(0, np.uint8)
-        if self._mmap is not None:
-            try:
-                self._mmap.close()
-            except BufferError:
-                pass   # an Arrow buffer still points into the map; the GC closes it later
-        self._file.close()
-
-    def __enter__(self) -> "MappedFile":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-
 def scan_batches(path, *, verify_crc: bool = True, on_corrupt: str = "raise", max_bytes: Optional[int] = None,
                  engine: str = "auto") -> ScanResult:
     """Walk a .log file (or any record-set file, local or a URI) and return its batches as an Arrow table."""
-    from kafkalog.log.filesystem import open_view
     with open_view(path) as f:
         return scan_buffer(f.array, path=path, verify_crc=verify_crc, on_corrupt=on_corrupt, max_bytes=max_bytes,
                            engine=engine, drop_pages=isinstance(f, MappedFile))

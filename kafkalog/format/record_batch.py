@@ -31,7 +31,8 @@ from typing import Iterable, Optional, Sequence
 
 import crc32c as _crc32c
 
-from kafkalog.format.varint import INT32_MAX, write_varint, write_varlong
+from kafkalog.format.varint import write_varint, write_varlong
+from kafkalog.java_types import INT32_MAX
 
 BASE_OFFSET_OFFSET = 0
 LENGTH_OFFSET = 8

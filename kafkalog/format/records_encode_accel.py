@@ -34,7 +34,7 @@ from kafkalog.format.records_accel import copy_bytes
 from kafkalog.format.compression import LZ4, NONE, ZSTD
 from kafkalog.format.compression_accel import COMP_OK, lz4_frame_compress, zstd_frame_compress
 from kafkalog.format.native import crc32c_update
-from kafkalog.format.varint import INT64_MAX, INT64_MIN
+from kafkalog.java_types import INT64_MAX, INT64_MIN
 
 _CACHE = os.path.isfile(__file__)
 

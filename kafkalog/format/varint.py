@@ -6,11 +6,10 @@ record walk (records_accel) inlines the same rules; tests run both against these
 from __future__ import annotations
 
 from kafkalog.errors import InvalidRecordError
+from kafkalog.java_types import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
 
 MAX_VARINT_BYTES = 5
 MAX_VARLONG_BYTES = 10
-INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
-INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 def wrap_int64(x: int) -> int:

@@ -17,8 +17,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from kafkalog.errors import CorruptIndexError, OffsetOverflowError
-from kafkalog.format.varint import INT32_MAX, INT32_MIN
-from kafkalog.log import filesystem
+from kafkalog.java_types import INT32_MAX, INT32_MIN
+from kafkalog.fs import filesystem
 
 #: What an index reader says when a file is not named ``<base offset>.<suffix>``.
 NAME_HINT = "pass base_offset= to read it anyway"

@@ -17,7 +17,7 @@ import numpy as np
 from kafkalog.errors import CorruptIndexError, OffsetOverflowError
 from kafkalog.format.control_record import ABORT, COMMIT
 from kafkalog.format.record_batch import NO_TIMESTAMP
-from kafkalog.format.varint import INT32_MAX
+from kafkalog.java_types import INT32_MAX
 from kafkalog.index.offset_index import OFFSET_ENTRY_SIZE, OffsetIndex
 from kafkalog.index.time_index import TIME_ENTRY_SIZE, TimeIndex
 from kafkalog.index.transaction_index import TXN_ENTRY_SIZE, AbortedTxn, TransactionIndex

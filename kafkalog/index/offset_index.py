@@ -23,8 +23,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from kafkalog.index.abstract_index import NAME_HINT, AbstractIndex, check_int32, read_index_file, read_slots
-from kafkalog.log.durable import replace_file
-from kafkalog.log.names import INDEX_SUFFIX, base_offset_of
+from kafkalog.fs.durable import replace_file
+from kafkalog.fs.names import INDEX_SUFFIX, base_offset_of
 
 OFFSET_ENTRY_SIZE = 8
 RELATIVE_OFFSET_POS = 0

@@ -24,8 +24,8 @@ import numpy as np
 from kafkalog.errors import CorruptIndexError
 from kafkalog.format.record_batch import NO_TIMESTAMP
 from kafkalog.index.abstract_index import NAME_HINT, AbstractIndex, check_int32, read_index_file, read_slots
-from kafkalog.log.durable import replace_file
-from kafkalog.log.names import TIME_INDEX_SUFFIX, base_offset_of
+from kafkalog.fs.durable import replace_file
+from kafkalog.fs.names import TIME_INDEX_SUFFIX, base_offset_of
 
 TIME_ENTRY_SIZE = 12
 TIMESTAMP_POS = 0

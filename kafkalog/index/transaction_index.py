@@ -26,8 +26,8 @@ import numpy as np
 
 from kafkalog.errors import CorruptIndexError
 from kafkalog.index.abstract_index import NAME_HINT, read_index_file
-from kafkalog.log.durable import replace_file
-from kafkalog.log.names import TXN_INDEX_SUFFIX, base_offset_of
+from kafkalog.fs.durable import replace_file
+from kafkalog.fs.names import TXN_INDEX_SUFFIX, base_offset_of
 
 TXN_ENTRY_SIZE = 34
 VERSION_POS = 0

@@ -18,7 +18,7 @@ from kafkalog.index.abstract_index import valid_prefix
 from kafkalog.index.offset_index import OffsetIndex
 from kafkalog.index.time_index import TimeIndex
 from kafkalog.index.transaction_index import TransactionIndex
-from kafkalog.log import filesystem
+from kafkalog.fs import filesystem
 
 IDENTICAL, VALID, MISSING, CORRUPT = "identical", "valid", "missing", "corrupt"
 CLASSES = (IDENTICAL, VALID, MISSING, CORRUPT)

@@ -70,7 +70,7 @@ from kafkalog.index.verdicts import (CORRUPT, DEFAULT_SEGMENT_INDEX_BYTES, MISSI
 from kafkalog.index.verify_offset_index import offset_index_interval, verify_offset_index
 from kafkalog.index.verify_time_index import verify_time_index
 from kafkalog.index.verify_txn_index import rebuild_txn_index, verify_txn_index
-from kafkalog.log.names import format_segment_file_name, offset_from_file_name
+from kafkalog.fs.names import format_segment_file_name, offset_from_file_name
 
 
 def verify_segment(

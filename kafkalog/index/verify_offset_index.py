@@ -7,7 +7,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from kafkalog.log import filesystem
+from kafkalog.fs import filesystem
 from kafkalog.index.offset_index import OFFSET_ENTRY_DTYPE, OFFSET_ENTRY_SIZE, OffsetIndex
 from kafkalog.index.verdicts import (CORRUPT, OFFSET_INDEX, VALID, Batches, IndexVerdict, LogTail, first_violation,
                                      open_index)

@@ -13,8 +13,8 @@ from kafkalog.format import control_record as cr
 from kafkalog.index.builder import replay_transactions
 from kafkalog.index.transaction_index import TXN_ENTRY_SIZE, TransactionIndex, parse_transaction_index
 from kafkalog.index.verdicts import CORRUPT, IDENTICAL, MISSING, TXN_INDEX, VALID, Batches, IndexVerdict
-from kafkalog.log.names import format_segment_file_name
-from kafkalog.log import filesystem
+from kafkalog.fs.names import format_segment_file_name
+from kafkalog.fs import filesystem
 
 
 def _txn_columns(b: Batches, stop: Optional[int] = None) -> dict:

@@ -1,2 +1,4 @@
-"""Kafka's log layer (storage/internals/log): file names, log dirs and their lock, segments, the
-loaded partition, reading and writing segment files, durable writes, producer snapshots, startup recovery."""
+"""Kafka's log layer (storage/internals/log): log dirs and their partitions, segments, the loaded
+partition, reading and writing segment files, producer snapshots, startup recovery and reindexing a
+partition. File names, paths and URIs, durable writes and the ``.lock`` are the floor below
+(``kafkalog.fs``); the index files this layer keeps are ``kafkalog.index``, also below it."""

@@ -26,16 +26,16 @@ from pathlib import Path
 from typing import List, Mapping, Optional, Sequence
 
 from kafkalog.checkpoint.offset import read_offset_checkpoint
-from kafkalog.log.names import CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
+from kafkalog.fs.names import CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
 from kafkalog.errors import KafkalogError
 from kafkalog.format.file_records import scan_batches
 from kafkalog.index.transaction_index import AbortedTxn
 from kafkalog.log.logdir import PartitionDir, SegmentFiles, scan_partition_dir
-from kafkalog.log.names import LIVE
+from kafkalog.fs.names import LIVE
 from kafkalog.log.segment import FROM_BATCHES, FROM_MTIME, FROM_TIMEINDEX, SegmentInfo, LogSegment, active_max_timestamp, index_file_bytes, largest_timestamp_of, rolled_max_timestamp
 from kafkalog.format.record_batch import NO_TIMESTAMP
 from kafkalog.topic_partition import TopicPartition
-from kafkalog.log import filesystem
+from kafkalog.fs import filesystem
 
 # What to assume when replication-offset-checkpoint has no entry for the partition.
 HW_MISSING_ZERO = "zero"             # a broker: HW 0, clamped to the log start offset (deletes ~nothing)

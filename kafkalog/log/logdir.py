@@ -1,7 +1,7 @@
 """What is in one or many Kafka log dirs (what Kafka's ``LogManager.loadLogs`` walks): partition
 folders, their segment files and leftovers, the log-dir checkpoints and metadata, and whether a live
 broker holds the dir's ``.lock``. Scanning never raises for one bad folder: it is reported in
-``LogDir.problems``. (File and folder names: ``log.names``; the lock: ``log.lock``.)
+``LogDir.problems``. (File and folder names: ``kafkalog.fs.names``; the lock: ``kafkalog.fs.lock``.)
 """
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from kafkalog.checkpoint.meta_properties import MetaProperties, read_meta_proper
 from kafkalog.checkpoint.offset import read_offset_checkpoint
 from kafkalog.checkpoint.partition_metadata import read_partition_metadata
 from kafkalog.errors import InvalidFileNameError, KafkalogError
-from kafkalog.log import filesystem
-from kafkalog.log.lock import is_locked, require_dir
-from kafkalog.log.names import (BOOTSTRAP_CHECKPOINT, CLEAN_SHUTDOWN_FILE, FUTURE, INDEX_SUFFIX, INDEX_SUFFIXES,
+from kafkalog.fs import filesystem
+from kafkalog.fs.lock import is_locked, require_dir
+from kafkalog.fs.names import (BOOTSTRAP_CHECKPOINT, CLEAN_SHUTDOWN_FILE, FUTURE, INDEX_SUFFIX, INDEX_SUFFIXES,
                                 KRAFT_SNAPSHOT, LEADER_EPOCH_CHECKPOINT, LIVE, LOCK_FILE, LOG_SUFFIX, META_PROPERTIES,
                                 OFFSET_CHECKPOINTS, PARTITION_METADATA, QUORUM_STATE, REMOTE_INDEX_CACHE_DIR,
                                 SNAPSHOT_SUFFIX, TIME_INDEX_SUFFIX, TMP_SUFFIX, TXN_INDEX_SUFFIX,

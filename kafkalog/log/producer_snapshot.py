@@ -26,10 +26,10 @@ from typing import Iterable, Optional, Union
 
 import crc32c
 
-from kafkalog.log.durable import replace_file
+from kafkalog.fs.durable import replace_file
 from kafkalog.errors import CheckpointError, InvalidFileNameError
-from kafkalog.log import filesystem
-from kafkalog.log.names import SNAPSHOT_SUFFIX, format_segment_file_name, parse_segment_file_name
+from kafkalog.fs import filesystem
+from kafkalog.fs.names import SNAPSHOT_SUFFIX, format_segment_file_name, parse_segment_file_name
 
 SNAPSHOT_VERSION = 1
 VERSION_OFFSET = 0

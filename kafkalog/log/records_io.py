@@ -16,8 +16,8 @@ from typing import Deque, Iterator, List, Optional, Sequence
 import numpy as np
 import pyarrow as pa
 
-from kafkalog.log import filesystem
-from kafkalog.log.durable import replace_file
+from kafkalog.fs import filesystem
+from kafkalog.fs.durable import replace_file
 from kafkalog.errors import InvalidFileNameError, KafkalogError, OutOfMemoryError
 from kafkalog.format import compression as codecs, legacy_record as legacy, record_batch as rb
 from kafkalog.format.compression import release_frames
@@ -67,7 +67,7 @@ class ReadOptions:
 
 def partition_of(path) -> TopicPartition:
     """Topic and partition from the folder a file sits in (``orders-3``); None outside one."""
-    from kafkalog.log.names import parse_partition_dir_name
+    from kafkalog.fs.names import parse_partition_dir_name
     folder = (Path(path) if filesystem.is_uri(path) else Path(path).resolve()).parent.name
     try:
         topic, partition, _kind = parse_partition_dir_name(folder)
@@ -432,7 +432,7 @@ def write_segment(directory, records: pa.Table, *, compression=None, magic: int 
     unless ``overwrite``.
     """
     from kafkalog.index.builder import build_indexes
-    from kafkalog.log.names import format_segment_file_name
+    from kafkalog.fs.names import format_segment_file_name
     from kafkalog.index.offset_index import write_offset_index
     from kafkalog.index.time_index import write_time_index
 

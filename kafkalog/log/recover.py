@@ -29,13 +29,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, List, Optional
 
-from kafkalog.log import durable
-from kafkalog.log.durable import fsync_dir
+from kafkalog.fs import durable
+from kafkalog.fs.durable import fsync_dir
 from kafkalog.errors import KafkalogError
 from kafkalog.format.file_records import scan_batches
-from kafkalog.log.lock import is_locked, lock_log_dir, locked_refusal
+from kafkalog.fs.lock import is_locked, lock_log_dir, locked_refusal
 from kafkalog.log.logdir import scan_log_dir
-from kafkalog.log.names import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
+from kafkalog.fs.names import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
                                 TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, format_segment_file_name, offset_from_file_name)
 
 KRAFT_DELETED_SUFFIX = ".checkpoint.deleted"   # Snapshots.DELETE_SUFFIX: left to KRaft's own recovery

@@ -53,7 +53,7 @@ from kafkalog.checkpoint.offset import read_offset_checkpoint
 from kafkalog.errors import KafkalogError
 from kafkalog.format.file_records import scan_batches
 from kafkalog.log.logdir import PartitionDir
-from kafkalog.log.names import LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
+from kafkalog.fs.names import LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
 
 UNDEFINED_EPOCH = -1               # Kafka's RecordBatch.NO_PARTITION_LEADER_EPOCH / UNDEFINED_EPOCH
 UNDEFINED_OFFSET = -1              # Kafka's UNDEFINED_EPOCH_OFFSET
@@ -484,7 +484,7 @@ def find_replicas(log_dirs: Sequence[PathLike], topics: Optional[Sequence[str]] 
 
     from kafkalog.errors import UsageError
     from kafkalog.log.logdir import scan_log_dir
-    from kafkalog.log.names import LIVE
+    from kafkalog.fs.names import LIVE
 
     seen: dict = {}
     for d in log_dirs:

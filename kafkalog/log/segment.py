@@ -36,7 +36,7 @@ from kafkalog.index.time_index import TimeIndex, read_time_index
 from kafkalog.index.transaction_index import TransactionIndex
 from kafkalog.log.logdir import SegmentFiles
 from kafkalog.format.record_batch import NO_TIMESTAMP
-from kafkalog.log import filesystem
+from kafkalog.fs import filesystem
 
 FROM_TIMEINDEX, FROM_BATCHES, FROM_MTIME = "timeindex", "batches", "mtime"
 

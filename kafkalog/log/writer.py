@@ -2,7 +2,7 @@
 the data source's columns) as a partition folder of segments rolled as a broker rolls them
 (``kafkalog.log.roll``), each with the ``.index`` / ``.timeindex`` Kafka's recovery (``LogSegment.recover``) builds, a
 ``.txnindex`` where an aborted transaction ends, a ``leader-epoch-checkpoint`` as recovery assigns it, and the log dir's checkpoint files and
-``meta.properties``. Every file goes through ``kafkalog.log.durable`` (temporary name, fsync, rename).
+``meta.properties``. Every file goes through ``kafkalog.fs.durable`` (temporary name, fsync, rename).
 
 Offsets are those of the records (gaps kept, as in a compacted log). With the batch-level columns
 (``baseOffset``, ``lastOffset``, ``producerId``, ``codec``, ``timestampType``, ...) each batch is written
@@ -31,8 +31,8 @@ import pyarrow.compute as pc
 from kafkalog.checkpoint.leader_epoch import write_leader_epoch_checkpoint
 from kafkalog.checkpoint.offset import write_offset_checkpoint
 from kafkalog.checkpoint.text import format_kafka_uuid
-from kafkalog.log.names import LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, META_PROPERTIES, RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
-from kafkalog.log.durable import check_fences, replace_file
+from kafkalog.fs.names import LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, META_PROPERTIES, RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
+from kafkalog.fs.durable import check_fences, replace_file
 from kafkalog.errors import KafkalogError
 from kafkalog.format.file_records import scan_buffer
 from kafkalog.format.control_record import parse_control_type
@@ -41,7 +41,7 @@ from kafkalog.index.transaction_index import write_transaction_index
 from kafkalog.index.offset_index import write_offset_index
 from kafkalog.index.time_index import write_time_index
 from kafkalog.log.roll import RollConfig, plan_segments
-from kafkalog.log.names import format_partition_dir_name, format_segment_file_name
+from kafkalog.fs.names import format_partition_dir_name, format_segment_file_name
 from kafkalog.log.records_io import DEFAULT_BATCH_BYTES, encode_records
 
 NO_EPOCH = -1

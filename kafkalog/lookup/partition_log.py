@@ -53,7 +53,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kafkalog.checkpoint.leader_epoch import EpochEntry, read_leader_epoch_checkpoint
-from kafkalog.log.names import LEADER_EPOCH_CHECKPOINT
+from kafkalog.fs.names import LEADER_EPOCH_CHECKPOINT
 from kafkalog.errors import CorruptIndexError, CorruptRecordError, KafkalogError, OffsetOutOfRangeError, OffsetOverflowError
 from kafkalog.format.compression import DEFAULT_MAX_BATCH_BYTES
 from kafkalog.format.decoder import decode_window
@@ -62,7 +62,7 @@ from kafkalog.format.file_records import HeaderArrays, check_crcs, crc_error, re
 from kafkalog.index.builder import DEFAULT_INDEX_INTERVAL_BYTES, build_indexes
 from kafkalog.index.offset_index import OffsetIndex, empty_offset_index, read_offset_index
 from kafkalog.index.time_index import TimeIndex, empty_time_index, read_time_index
-from kafkalog.log import filesystem
+from kafkalog.fs import filesystem
 from kafkalog.log.local_log import high_watermark, log_start_offset, read_log_dir_checkpoints
 from kafkalog.log.logdir import scan_partition_dir
 from kafkalog.log.segment import SegmentInfo, LogSegment, largest_timestamp, running_max

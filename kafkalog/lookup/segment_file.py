@@ -17,7 +17,7 @@ from kafkalog.format.file_records import (ERR_TRUNCATED, OK_END, OK_WINDOW, Head
 from kafkalog.index.time_index import TIME_ENTRY_SIZE
 from kafkalog.log.segment import LogSegment
 from kafkalog.format.record_batch import LENGTH_OFFSET, LOG_OVERHEAD
-from kafkalog.log import filesystem
+from kafkalog.fs import filesystem
 
 # --- constants ------------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ import re
 from typing import Optional
 
 from kafkalog.lookup.rules import SPECIAL_TIMESTAMPS, TIME_NAMES
-from kafkalog.format.varint import INT64_MAX, INT64_MIN
+from kafkalog.java_types import INT64_MAX, INT64_MIN
 
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 _ONE_MS = _dt.timedelta(milliseconds=1)

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kafkalog.config import KafkaConfigs
-from kafkalog.log.names import KRAFT_METADATA_TOPIC
+from kafkalog.fs.names import KRAFT_METADATA_TOPIC
 from kafkalog.log.local_log import HW_MISSING_ZERO, high_watermark
 from kafkalog.log.segment import SegmentInfo
 from kafkalog.retention.policy import LogState, plan_retention

@@ -39,10 +39,10 @@ from kafkalog.checkpoint.offset import read_offset_checkpoint, write_offset_chec
 from kafkalog.config import KafkaConfigs
 from kafkalog.errors import KafkalogError, UsageError
 from kafkalog.log.local_log import HW_MISSING_ZERO, LogDirCheckpoints, load_partition, read_log_dir_checkpoints
-from kafkalog.log.lock import lock_log_dir
+from kafkalog.fs.lock import lock_log_dir
 from kafkalog.log.logdir import scan_partition_dir
-from kafkalog.log.names import LEADER_EPOCH_CHECKPOINT, LIVE, LOG_START_OFFSET_CHECKPOINT, parse_partition_dir_name
-from kafkalog.log import filesystem
+from kafkalog.fs.names import LEADER_EPOCH_CHECKPOINT, LIVE, LOG_START_OFFSET_CHECKPOINT, parse_partition_dir_name
+from kafkalog.fs import filesystem
 from kafkalog.retention.deletion import truncate_epochs_from_start, updated_log_start_offsets
 from kafkalog.topic_partition import TopicPartition
 

@@ -32,12 +32,12 @@ from typing import Iterable, Mapping, Optional
 
 from kafkalog.log.local_log import LocalLog
 from kafkalog.checkpoint.leader_epoch import EpochEntry, read_leader_epoch_checkpoint, write_leader_epoch_checkpoint
-from kafkalog.log.durable import fsync_dir
-from kafkalog.log.names import LEADER_EPOCH_CHECKPOINT
-from kafkalog.log.durable import ownership_for, remove, rename, set_mtime, write_file
+from kafkalog.fs.durable import fsync_dir
+from kafkalog.fs.names import LEADER_EPOCH_CHECKPOINT
+from kafkalog.fs.durable import ownership_for, remove, rename, set_mtime, write_file
 from kafkalog.errors import KafkalogError
 from kafkalog.retention.policy import DELETE, RetentionPlan
-from kafkalog.log.names import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, format_segment_file_name
+from kafkalog.fs.names import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, format_segment_file_name
 
 
 class PlanOutdatedError(KafkalogError):

@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 from kafkalog.log.local_log import (HW_MISSING_ZERO, LocalLog, LogDirCheckpoints, load_partition,
                                     read_log_dir_checkpoints)
 from kafkalog.checkpoint.offset import read_offset_checkpoint, write_offset_checkpoint
-from kafkalog.log.names import LOG_START_OFFSET_CHECKPOINT
+from kafkalog.fs.names import LOG_START_OFFSET_CHECKPOINT
 from kafkalog.config import KafkaConfigs
 from kafkalog.errors import KafkalogError
 from kafkalog.format.file_records import scan_batches
@@ -34,8 +34,8 @@ from kafkalog.log.producer_snapshot import snapshot_file_name
 from kafkalog.retention.deletion import (DeletionResult, apply_plan, purge_deleted_files, rename_left_behind, renamed_by_run,
                                          updated_log_start_offsets)
 from kafkalog.log.logdir import scan_partition_dir
-from kafkalog.log.names import LIVE, LOG_SUFFIX, parse_partition_dir_name, parse_segment_file_name
-from kafkalog.log.names import CLEANED_SUFFIX, DELETED_SUFFIX, KRAFT_METADATA_TOPIC, SWAP_SUFFIX, format_segment_file_name
+from kafkalog.fs.names import LIVE, LOG_SUFFIX, parse_partition_dir_name, parse_segment_file_name
+from kafkalog.fs.names import CLEANED_SUFFIX, DELETED_SUFFIX, KRAFT_METADATA_TOPIC, SWAP_SUFFIX, format_segment_file_name
 from kafkalog.retention.policy import NO_PRODUCER_SNAPSHOT, LogState, keep_active_segment, plan_retention
 
 PLANNED, APPLIED, SKIPPED, ERROR = "planned", "applied", "skipped", "error"

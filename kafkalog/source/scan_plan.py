@@ -54,7 +54,7 @@ from kafkalog.source.options import (EARLIEST, KIND_EARLIEST, KIND_LATEST, KIND_
                                      KIND_TIMESTAMPS, LATEST, STRATEGY_LATEST, OffsetSpec, SourceOptions,
                                      SourceOptionError, TopicPartition)
 from kafkalog.log.logdir import scan_log_dirs
-from kafkalog.log.names import LIVE
+from kafkalog.fs.names import LIVE
 
 MIN_TARGET_BYTES = 4 << 20          # Spark's spark.sql.files.openCostInBytes: no smaller piece unless asked
 NO_BOUND = None

@@ -1,10 +1,11 @@
-"""Helpers for users' pytest (+ chispa) tests of pipelines over Kafka log dirs: build a log dir from a few
-Python rows, an Arrow table or a DataFrame; read one back; assert two log dirs, or two record DataFrames,
-equal with a readable diff. Spark and chispa are imported only inside the functions that need them, so
-``import kafkalog.testing`` works without Spark. The Spark session fixture is in
-``kafkalog.testing.fixtures`` (``pytest_plugins = ["kafkalog.testing.fixtures"]`` in a conftest.py).
+"""Helpers for users' pytest tests of pipelines over Kafka log dirs, without Spark: build a log dir from a few
+Python rows, an Arrow table or a DataFrame; read its records back as Arrow; assert two log dirs equal with a
+readable diff. The Spark side (the ``kafkalog_spark`` session fixture, ``read_log_dir`` and the chispa
+``assert_records_equal``) is in ``udfs.testing`` (``pytest_plugins = ["udfs.testing"]`` in a conftest.py):
+this package is below the Spark glue and never imports it.
 
-    from kafkalog.testing import build_log_dir, assert_log_dirs_equal, read_log_dir
+    from kafkalog.testing import build_log_dir, assert_log_dirs_equal
+    from udfs.testing import read_log_dir
 
     def test_my_filter(kafkalog_spark, tmp_path):
         src = build_log_dir(tmp_path / "in", [
@@ -37,7 +38,7 @@ from kafkalog.format.record_batch import NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_
 from kafkalog.log.roll import RollConfig
 from kafkalog.log.writer import write_log_dir
 from kafkalog.log.logdir import scan_log_dir
-from kafkalog.log.names import LIVE
+from kafkalog.fs.names import LIVE
 from kafkalog.log.records_io import read_segment
 
 BASE_TIMESTAMP_MS = 1_700_000_000_000
@@ -196,19 +197,6 @@ def records_of(path: Union[str, os.PathLike], *, include_control: bool = False) 
     return table.sort_by([("topic", "ascending"), ("partition", "ascending"), ("offset", "ascending")])
 
 
-def read_log_dir(spark, path: Union[str, os.PathLike, Sequence], **options):
-    """``spark.read.format("kafkalog")`` of ``path`` with ``options`` (Spark's Kafka-source names; the
-    source is registered first if needed). Headers are included unless includeHeaders=false."""
-    from udfs.kafkalog_source import register
-
-    register(spark)
-    reader = spark.read.format("kafkalog").option("includeHeaders", "true")
-    for k, v in options.items():
-        reader = reader.option(k, v if isinstance(v, str) else str(v).lower() if isinstance(v, bool) else str(v))
-    paths = [os.fspath(path)] if isinstance(path, (str, os.PathLike)) else [os.fspath(p) for p in path]
-    return reader.load(",".join(paths))
-
-
 # --- asserting ----------------------------------------------------------------------------------------
 
 def _comparable(table: pa.Table, columns: Sequence[str]) -> List[tuple]:
@@ -272,23 +260,6 @@ def assert_log_dirs_equal(expected: Union[str, os.PathLike], actual: Union[str, 
         raise AssertionError(f"log dirs {expected} and {actual} differ:\n  " + "\n  ".join(lines))
 
 
-def assert_records_equal(expected_df, actual_df, *, ignore_row_order: bool = True,
-                         ignore_nullable: bool = True) -> None:
-    """Two record DataFrames equal, by chispa (its colored row diff), ordered by topic, partition, offset
-    when those columns exist. chispa's own errors are raised as AssertionError (pytest shows the diff)."""
-    import chispa
-    from chispa import assert_df_equality
-
-    order = [c for c in ("topic", "partition", "offset") if c in expected_df.columns and c in actual_df.columns]
-    if ignore_row_order and order:
-        expected_df, actual_df = expected_df.orderBy(*order), actual_df.orderBy(*order)
-        ignore_row_order = False
-    try:
-        assert_df_equality(expected_df, actual_df, ignore_row_order=ignore_row_order, ignore_nullable=ignore_nullable)
-    except (chispa.DataFramesNotEqualError, chispa.SchemasNotEqualError) as exc:
-        raise AssertionError(str(exc)) from exc
-
-
-__all__: Tuple[str, ...] = ("BASE_TIMESTAMP_MS", "assert_log_dirs_equal", "assert_records_equal", "build_log_dir",
-                            "diff_records", "partition_table", "read_log_dir", "records_of")
+__all__: Tuple[str, ...] = ("BASE_TIMESTAMP_MS", "assert_log_dirs_equal", "build_log_dir", "diff_records",
+                            "partition_table", "records_of")
 

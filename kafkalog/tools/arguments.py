@@ -11,7 +11,7 @@ import re
 from typing import List
 
 from kafkalog.errors import KafkalogError, UsageError
-from kafkalog.log import filesystem
+from kafkalog.fs import filesystem
 
 
 # --- argument types ---------------------------------------------------------------------------
@@ -55,7 +55,7 @@ _PARTITION_FILE = re.compile(r"[0-9]{20}\.(?:log|index|timeindex)|leader-epoch-c
 
 def check_log_dir(log_dir: str) -> None:
     """A UsageError unless ``log_dir`` is an existing folder that is not itself a partition folder."""
-    from kafkalog.log.names import parse_partition_dir_name
+    from kafkalog.fs.names import parse_partition_dir_name
 
     hint = "pass the broker's log.dirs, the folders that hold <topic>-<partition> folders"
     if not filesystem.exists(log_dir):

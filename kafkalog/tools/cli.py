@@ -19,7 +19,7 @@ from typing import Callable, List, Optional, Sequence
 
 from kafkalog import __version__
 from kafkalog.errors import KafkalogError, OffsetOutOfRangeError, UsageError
-from kafkalog.log import filesystem
+from kafkalog.fs import filesystem
 from kafkalog.tools.arguments import check_log_dir, file_list, non_negative_int, positive_int, topic_name
 
 PROG = "kafkalog"
@@ -209,7 +209,7 @@ def _add_log_dir_arguments(p) -> None:
 def _find_partition_dirs(log_dirs: Sequence[str], topic: str, partitions: Optional[Sequence[int]]):
     """{partition: (partition folder, its log dir)} of the live replicas of ``topic``; a missing log
     dir, topic or partition, or a replica in two log dirs, is a KafkalogError saying what to do."""
-    from kafkalog.log.names import LIVE, parse_partition_dir_name
+    from kafkalog.fs.names import LIVE, parse_partition_dir_name
 
     found: dict = {}
     topics: set = set()

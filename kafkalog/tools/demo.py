@@ -15,7 +15,7 @@ from kafkalog.checkpoint.leader_epoch import write_leader_epoch_checkpoint
 from kafkalog.checkpoint.offset import write_offset_checkpoint
 from kafkalog.checkpoint.partition_metadata import PartitionMetadata, write_partition_metadata
 from kafkalog.checkpoint.text import format_kafka_uuid
-from kafkalog.log.names import (CLEANER_OFFSET_CHECKPOINT, LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
+from kafkalog.fs.names import (CLEANER_OFFSET_CHECKPOINT, LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
                                 META_PROPERTIES, PARTITION_METADATA, RECOVERY_POINT_CHECKPOINT,
                                 REPLICATION_OFFSET_CHECKPOINT, format_partition_dir_name)
 from kafkalog.errors import UsageError

@@ -21,7 +21,7 @@ import pytest
 
 from kafkalog.cleaner.cleaner import clean_partition
 from kafkalog.config import LogConfig, load_configs
-from kafkalog.index.reindex import reindex_partition
+from kafkalog.log.reindex import reindex_partition
 from kafkalog.log.local_log import load_partition_path
 from kafkalog.log.records_io import read_segment
 from kafkalog.log.writer import write_partition

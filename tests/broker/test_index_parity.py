@@ -1,5 +1,5 @@
 """Issue 30, group 6 — index rebuilding: the ``.index`` and ``.timeindex`` files a real broker rebuilds in
-recovery equal, byte for byte, what ``reindex`` (kafkalog.index.reindex.reindex_partition) builds from the
+recovery equal, byte for byte, what ``reindex`` (kafkalog.log.reindex.reindex_partition) builds from the
 same ``.log`` files, at index.interval.bytes 0, 100 and 4096 (a topic config).
 
 The broker writes several segments (rolled by segment.ms on the records' timestamps, one timestamp going
@@ -15,7 +15,7 @@ import shutil
 
 import pytest
 
-from kafkalog.index.reindex import reindex_partition
+from kafkalog.log.reindex import reindex_partition
 from kafkalog.testing import broker_client as bc
 
 T0 = 1_700_000_000_000

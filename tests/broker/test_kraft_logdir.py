@@ -21,9 +21,9 @@ from kafkalog.cleaner.cleaner import clean_log_dir
 from kafkalog.cleaner.partition_run import run_partition
 from kafkalog.config import configs_from_mappings
 from kafkalog.errors import LogDirLockedError
-from kafkalog.index.reindex import reindex_partition
-from kafkalog.log.lock import lock_log_dir
-from kafkalog.log.names import KRAFT_METADATA_TOPIC, parse_partition_dir_name
+from kafkalog.log.reindex import reindex_partition
+from kafkalog.fs.lock import lock_log_dir
+from kafkalog.fs.names import KRAFT_METADATA_TOPIC, parse_partition_dir_name
 from kafkalog.lookup.partition_log import PartitionLog
 from kafkalog.lookup.rules import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from kafkalog.retention.run import retain_partition

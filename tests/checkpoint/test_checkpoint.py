@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from kafkalog.checkpoint.text import format_kafka_uuid, parse_kafka_uuid
-from kafkalog.log.names import (CLEAN_SHUTDOWN_FILE, LEADER_EPOCH_CHECKPOINT, META_PROPERTIES, OFFSET_CHECKPOINTS,
+from kafkalog.fs.names import (CLEAN_SHUTDOWN_FILE, LEADER_EPOCH_CHECKPOINT, META_PROPERTIES, OFFSET_CHECKPOINTS,
                                 PARTITION_METADATA, RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT)
 from kafkalog.checkpoint.clean_shutdown import parse_clean_shutdown, read_clean_shutdown
 from kafkalog.checkpoint.leader_epoch import (EpochEntry, format_leader_epoch_checkpoint,
@@ -23,7 +23,7 @@ from kafkalog.checkpoint.offset import (format_offset_checkpoint, parse_offset_c
 from kafkalog.checkpoint.partition_metadata import (PartitionMetadata, format_partition_metadata,
                                                     parse_partition_metadata, read_partition_metadata,
                                                     write_partition_metadata)
-from kafkalog.properties import parse_properties
+from kafkalog.checkpoint.properties import parse_properties
 from kafkalog.errors import CheckpointError
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from kafkalog.checkpoint.offset import read_offset_checkpoint
-from kafkalog.log.names import CLEANER_OFFSET_CHECKPOINT
+from kafkalog.fs.names import CLEANER_OFFSET_CHECKPOINT
 from kafkalog.cleaner import clean_log_dir, clean_partition, recover_log_dirs
 from kafkalog.cleaner.swap import STEP_CHECKPOINT, STEP_INSTALL
 from kafkalog.tools.cli import main
@@ -291,7 +291,7 @@ def test_what_a_rerun_after_a_kill_at_any_step_guarantees(tmp_path):
     every index is valid, no temporary file is left. Not promised: the same bytes — the rerun
     regroups segments (cleaned ones are smaller) and, when the killed round's groups were all swapped
     in, is a second pass that may stamp a delete horizon on a marker (Kafka's cleaner does both)."""
-    from kafkalog.index.reindex import reindex_partition
+    from kafkalog.log.reindex import reindex_partition
 
     template = write_partition(tmp_path / "template", crash_log())
     config = grouped_config(template)

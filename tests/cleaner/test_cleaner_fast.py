@@ -20,7 +20,7 @@ from kafkalog.format import record_batch as rb
 from kafkalog.format.compression import decompress
 from kafkalog.format.records_encode_accel import rewrite_batch
 from kafkalog.format.records_reference import v2_records
-from kafkalog.log.names import format_segment_file_name
+from kafkalog.fs.names import format_segment_file_name
 
 from cleaner_model import DAY, T0, clean, data, example_log, log_config, marker, write_partition
 from test_cleaner_properties import build, op
@@ -236,7 +236,7 @@ def test_rounds_with_codecs_horizons_and_markers(tmp_path, monkeypatch, codec, l
         shutil.rmtree(tmp_path / name)
     shutil.move(str(first), str(tmp_path / "src2"))
     from kafkalog.checkpoint.offset import write_offset_checkpoint
-    from kafkalog.log.names import REPLICATION_OFFSET_CHECKPOINT
+    from kafkalog.fs.names import REPLICATION_OFFSET_CHECKPOINT
     write_offset_checkpoint(tmp_path / "src2" / REPLICATION_OFFSET_CHECKPOINT, {("compacted", 0): 13})
     src2 = tmp_path / "src2" / "compacted-0"
     tmp2 = tmp_path / "round2"
@@ -261,7 +261,7 @@ def test_non_canonical_source_records_round_trip_as_the_reference_writes_them(tm
     (d / format_segment_file_name(4, "log")).write_bytes(rb.encode_batch([rb.V2Record(4, T0, b"z", b"q")],
                                                                          base_offset=4))
     from kafkalog.checkpoint.offset import write_offset_checkpoint
-    from kafkalog.log.names import REPLICATION_OFFSET_CHECKPOINT
+    from kafkalog.fs.names import REPLICATION_OFFSET_CHECKPOINT
     write_offset_checkpoint(tmp_path / "src" / REPLICATION_OFFSET_CHECKPOINT, {("compacted", 0): 5})
     res = _same_round(tmp_path / "src", tmp_path, monkeypatch, now=T0 + 10 * DAY)
     assert res.cleaned and res.counts.batches_rewritten == 1

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from kafkalog.cleaner import clean_partition, recover_log_dirs
-from kafkalog.log import durable
-from kafkalog.log.lock import LockFence, is_locked, lock_log_dir, process_start_time, _HOST
+from kafkalog.fs import durable
+from kafkalog.fs.lock import LockFence, is_locked, lock_log_dir, process_start_time, _HOST
 
 from cleaner.test_cleaner_crash import NOW, clean_a_copy, crash_log, grouped_config, state
 from cleaner_model import write_partition

@@ -314,7 +314,7 @@ def _raw_log_dir(tmp: Path, segments) -> Path:
     """A partition folder of raw segments (lists of batch bytes; the last one active), its high
     watermark at the active segment's base (see ``hw_at_active``)."""
     from kafkalog.checkpoint.offset import write_offset_checkpoint
-    from kafkalog.log.names import REPLICATION_OFFSET_CHECKPOINT, format_segment_file_name
+    from kafkalog.fs.names import REPLICATION_OFFSET_CHECKPOINT, format_segment_file_name
 
     d = tmp / "src" / "compacted-0"
     d.mkdir(parents=True)
@@ -377,12 +377,12 @@ def test_a_batch_with_a_horizon_keeps_it_as_its_base(tmp_path, monkeypatch, code
     monkeypatch.setattr(cleaner_mod, "ENGINE", "reference")
     d = src / "compacted-0"
     assert clean(d, T0 + 10 * DAY, record_decisions=False).counts.horizons_stamped == 1
-    from kafkalog.log.names import format_segment_file_name
+    from kafkalog.fs.names import format_segment_file_name
     seg = d / format_segment_file_name(8, "log")            # the active segment, rolled; then a new one
     seg.write_bytes(seg.read_bytes() + _raw_batch(9, [(b"b", b"again")], codec))
     (d / format_segment_file_name(10, "log")).write_bytes(_raw_batch(10, [(b"z", b"active")], 0))
     from kafkalog.checkpoint.offset import write_offset_checkpoint
-    from kafkalog.log.names import REPLICATION_OFFSET_CHECKPOINT
+    from kafkalog.fs.names import REPLICATION_OFFSET_CHECKPOINT
     write_offset_checkpoint(src / REPLICATION_OFFSET_CHECKPOINT, {("compacted", 0): 11})
     seen = _compiled_windows(monkeypatch)
     res = _both(src, tmp_path, monkeypatch, T0 + 10 * DAY + 1000)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kafkalog.checkpoint.offset import read_offset_checkpoint, write_offset_checkpoint
-from kafkalog.log.names import CLEANER_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
+from kafkalog.fs.names import CLEANER_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
 from kafkalog.cleaner import (ExactOffsetMap, NotCleanableReason, build_partition_offset_map,
                               cleanable_offsets, group_segments_by_size, plan_partition)
 from kafkalog.cleaner.cleaner import read_chunks
@@ -17,7 +17,7 @@ from kafkalog.config import LogConfig
 from kafkalog.format import control_record as cr, record_batch as rb
 from kafkalog.index import read_offset_index, read_time_index
 from kafkalog.index.transaction_index import read_transaction_index
-from kafkalog.log.names import format_segment_file_name
+from kafkalog.fs.names import format_segment_file_name
 from kafkalog.log.segment import SegmentInfo
 from cleaner_model import (DAY, T0, TOPIC, clean, data, encode, example_log, flatten, log_config, marker, read_partition,
                            records_of, reference_round, write_partition)

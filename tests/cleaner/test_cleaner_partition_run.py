@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from kafkalog.checkpoint.offset import read_offset_checkpoint, write_offset_checkpoint
-from kafkalog.log.names import CLEANER_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
+from kafkalog.fs.names import CLEANER_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
 from kafkalog.cleaner import cleaner as cleaner_mod
 from kafkalog.cleaner import swap
 from kafkalog.cleaner.partition_run import CLEANED, ERROR, run_partition

@@ -9,7 +9,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, event, given, settings, strategies as st
 
 from kafkalog.checkpoint.offset import write_offset_checkpoint
-from kafkalog.log.names import REPLICATION_OFFSET_CHECKPOINT, format_segment_file_name
+from kafkalog.fs.names import REPLICATION_OFFSET_CHECKPOINT, format_segment_file_name
 from kafkalog.format import control_record as cr
 
 from cleaner_model import (DAY, T0, TOPIC, clean, data, encode, flatten, marker, read_partition,

@@ -11,7 +11,8 @@ import pytest
 from kafkalog.log import records_io as segment
 from kafkalog.errors import CorruptRecordError, TruncatedBatchError
 from kafkalog.format.compression import CODEC_IDS
-from kafkalog.format.file_records import MappedFile, check_crcs, scan_batches
+from kafkalog.format.file_records import check_crcs, scan_batches
+from kafkalog.fs.filesystem import MappedFile
 
 from conftest import REAL_FIXTURES
 from engines import engine_param

@@ -11,6 +11,7 @@ import pytest
 from kafkalog import errors
 from kafkalog.format import file_records as fr
 from kafkalog.format import record_batch as rb
+from kafkalog.fs.filesystem import MappedFile
 
 from engines import engine_param
 
@@ -59,7 +60,7 @@ def test_windows_give_the_whole_walk(tmp_path, monkeypatch, engine, damage, on_c
     path.write_bytes(bytes(data))
     monkeypatch.setattr(fr, "SCAN_WINDOW_BYTES", 3 * size + 17)       # windows end mid-batch
     whole = _scan(np.frombuffer(bytes(data), np.uint8), False, engine=engine, on_corrupt=on_corrupt)
-    with fr.MappedFile(path) as f:
+    with MappedFile(path) as f:
         windowed = _scan(f.array, True, engine=engine, on_corrupt=on_corrupt)
     _same(whole, windowed)
     if damage == "none":
@@ -77,7 +78,7 @@ def test_max_bytes_and_no_crc_in_windows(tmp_path, monkeypatch):
     monkeypatch.setattr(fr, "SCAN_WINDOW_BYTES", 2 * size)
     buf = np.frombuffer(data, np.uint8)
     for kw in (dict(max_bytes=size * 7 + 5), dict(verify_crc=False), dict(start=size * 3, max_bytes=size * 11)):
-        with fr.MappedFile(path) as f:
+        with MappedFile(path) as f:
             _same(_scan(buf, False, **kw), _scan(f.array, True, **kw))
 
 
@@ -108,10 +109,10 @@ def test_scan_batches_leaves_the_file_out_of_the_rss(tmp_path):
     with open(path, "wb") as f:
         for i in range(batches):
             f.write(_batch(4 * i, n=4, value=value))
-    with fr.MappedFile(path) as f:
+    with MappedFile(path) as f:
         kept = fr.scan_buffer(f.array, drop_pages=False)
         whole_rss = _mapping_rss_kib(f.array)
-    with fr.MappedFile(path) as f:
+    with MappedFile(path) as f:
         dropped = fr.scan_buffer(f.array, drop_pages=True)
         windowed_rss = _mapping_rss_kib(f.array)
     assert kept.batches.equals(dropped.batches) and dropped.batches.num_rows == batches

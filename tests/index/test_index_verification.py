@@ -21,7 +21,7 @@ from kafkalog.index.transaction_index import (AbortedTxn, TransactionIndex, pars
 from kafkalog.index.verdicts import CORRUPT, IDENTICAL, MISSING, VALID
 from kafkalog.index.verify import verify_segment
 from kafkalog.log.logdir import scan_partition_dir
-from kafkalog.index.reindex import (CORRUPT_TAIL_PREFIX, corrupt_tail_file_name, rebuild_indexes, reindex_partition,
+from kafkalog.log.reindex import (CORRUPT_TAIL_PREFIX, corrupt_tail_file_name, rebuild_indexes, reindex_partition,
                                     truncate_corrupt_tail)
 from kafkalog.log.records_io import read_segment
 

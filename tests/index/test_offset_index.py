@@ -17,7 +17,7 @@ from kafkalog.index import (
                             write_offset_index,
                             )
 from kafkalog.index.offset_index import OFFSET_ENTRY_DTYPE
-from kafkalog.log.names import base_offset_of
+from kafkalog.fs.names import base_offset_of
 
 PREALLOCATED_INDEX_BYTES = 10 * 1024 * 1024  # segment.index.bytes default, 1,310,720 slots
 

@@ -1,4 +1,4 @@
-"""kafkalog.log.durable: owner, group and mode kept on every file a job writes into a log dir, symlinks
+"""kafkalog.fs.durable: owner, group and mode kept on every file a job writes into a log dir, symlinks
 never followed, and the lock fence: no change once the process holding the lock is gone."""
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ import pytest
 
 from kafkalog.checkpoint.leader_epoch import write_leader_epoch_checkpoint
 from kafkalog.checkpoint.offset import read_offset_checkpoint, write_offset_checkpoint
-from kafkalog.log import durable
-from kafkalog.log.durable import Ownership, can_give, fenced, ownership_problem
+from kafkalog.fs import durable
+from kafkalog.fs.durable import Ownership, can_give, fenced, ownership_problem
 from kafkalog.errors import FenceLostError, OwnershipError, SymlinkRefusedError
-from kafkalog.log.lock import LockFence, held_fences, lock_log_dir
+from kafkalog.fs.lock import LockFence, held_fences, lock_log_dir
 
 from logdirs import make_partition
 
@@ -147,7 +147,7 @@ def test_a_fence_of_this_process_holds_while_the_lock_is_held(tmp_path):
 
 DRIVER = r"""
 import json, sys, time
-from kafkalog.log.lock import held_fences, lock_log_dir
+from kafkalog.fs.lock import held_fences, lock_log_dir
 with lock_log_dir(sys.argv[1]):
     fence = held_fences()[sys.argv[1]]
     print(json.dumps(fence.__dict__), flush=True)
@@ -156,8 +156,8 @@ with lock_log_dir(sys.argv[1]):
 
 WORKER = r"""
 import json, os, sys, time
-from kafkalog.log import durable
-from kafkalog.log.lock import LockFence
+from kafkalog.fs import durable
+from kafkalog.fs.lock import LockFence
 fence = LockFence(**json.loads(sys.argv[2]))
 folder = sys.argv[1]
 with durable.fenced([fence]):

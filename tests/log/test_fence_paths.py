@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from kafkalog.config import configs_from_mappings
-from kafkalog.index.reindex import reindex_partition
-from kafkalog.log import durable
+from kafkalog.log.reindex import reindex_partition
+from kafkalog.fs import durable
 from kafkalog.log.local_log import read_log_dir_checkpoints
 from kafkalog.log.recover import recover_partition
 from kafkalog.log.roll import RollConfig

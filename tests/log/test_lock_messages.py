@@ -14,7 +14,7 @@ import pytest
 from kafkalog.cleaner import clean_log_dir, clean_partition
 from kafkalog.config import configs_from_mappings
 from kafkalog.errors import LogDirLockedError
-from kafkalog.log.lock import JAVA_WHOLE_FILE_LOCK_LENGTH
+from kafkalog.fs.lock import JAVA_WHOLE_FILE_LOCK_LENGTH
 from kafkalog.tools.cli import main
 
 from logdirs import make_partition, snapshot
@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 HOLDERS = {
     # (program, its extra argv, what the message must name, the hint's words)
-    "kafkalog": ("import sys\nfrom kafkalog.log.lock import lock_log_dir\nwith lock_log_dir(sys.argv[1]):\n"
+    "kafkalog": ("import sys\nfrom kafkalog.fs.lock import lock_log_dir\nwith lock_log_dir(sys.argv[1]):\n"
                  "    print('locked', flush=True)\n    sys.stdin.read()\n",
                  ["jobs/compact.py"], "another kafkalog job (PID {pid}, ", "wait for that job to finish"),
     "broker": ("import fcntl, os, sys\nfd = os.open(sys.argv[1] + '/.lock', os.O_RDWR | os.O_CREAT)\n"

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from hypothesis import given, strategies as st
 
-from kafkalog.log import lock, names
+from kafkalog.fs import lock, names
 from kafkalog.errors import InvalidFileNameError, LogDirLockedError
-from kafkalog.log.lock import is_locked, lock_log_dir
+from kafkalog.fs.lock import is_locked, lock_log_dir
 from kafkalog.log.logdir import scan_log_dir, scan_log_dirs, scan_partition_dir
-from kafkalog.log.names import (SEGMENT_SUFFIXES, TEMP_SUFFIXES, SegmentFileName, format_partition_dir_name,
+from kafkalog.fs.names import (SEGMENT_SUFFIXES, TEMP_SUFFIXES, SegmentFileName, format_partition_dir_name,
                                 format_segment_file_name, offset_from_file_name, parse_partition_dir_name,
                                 parse_segment_file_name)
 
@@ -419,7 +419,7 @@ def test_lock_held_by_another_process_is_detected_and_refused(tmp_path, holder_f
 HOLD_LOCK_AS = r"""
 import fcntl, os, sys
 if sys.argv[2] == "kafkalog":
-    from kafkalog.log.lock import lock_log_dir
+    from kafkalog.fs.lock import lock_log_dir
     held = lock_log_dir(os.path.dirname(sys.argv[1]))
     held.__enter__()
 else:                                            # FileChannel.tryLock(): [0, Long.MAX_VALUE)

@@ -13,8 +13,8 @@ import pyarrow as pa
 import pytest
 
 from kafkalog.errors import KafkalogError, UsageError
-from kafkalog.log import filesystem
-from kafkalog.log.counting_filesystem import RequestCounts, counting_filesystem
+from kafkalog.fs import filesystem
+from kafkalog.fs.counting_filesystem import RequestCounts, counting_filesystem
 from kafkalog.log.records_io import iter_segment, read_segment
 from kafkalog.lookup.partition_log import PartitionLog
 from kafkalog.tools.cli import main

@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from kafkalog import write_segment
 from kafkalog.checkpoint.leader_epoch import EpochEntry, write_leader_epoch_checkpoint
 from kafkalog.checkpoint.offset import write_offset_checkpoint
-from kafkalog.log.names import (LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
+from kafkalog.fs.names import (LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
                                 format_segment_file_name)
 from kafkalog.errors import CorruptRecordError
 from kafkalog.format import record_batch as rb

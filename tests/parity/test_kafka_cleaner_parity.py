@@ -27,14 +27,14 @@ from hypothesis import HealthCheck, event, given, settings, strategies as st
 from kafka.record.memory_records import MemoryRecords
 
 from kafkalog.checkpoint.offset import write_offset_checkpoint
-from kafkalog.log.names import CLEANER_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
+from kafkalog.fs.names import CLEANER_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
 from kafkalog.cleaner import (ExactOffsetMap, build_partition_offset_map, clean_partition,
                               group_segments_by_size, offset_map_entries, plan_partition)
 from kafkalog.format import control_record as cr
 from kafkalog.index.transaction_index import read_transaction_index
 from kafkalog.log.producer_snapshot import ProducerSnapshot, ProducerSnapshotEntry, write_producer_snapshot
 from kafkalog.log.segment import SegmentInfo
-from kafkalog.log.names import format_segment_file_name
+from kafkalog.fs.names import format_segment_file_name
 
 import cleaner.test_cleaner_properties as props
 from cleaner_model import B, DAY, T0, TOPIC, data, encode, flatten, log_config, marker, read_partition, \

@@ -26,8 +26,8 @@ from kafkalog.tools.cli import main
 from kafkalog.format import record_batch as rb
 from kafkalog.format.file_records import recovery_valid_bytes
 from kafkalog.index.transaction_index import read_transaction_index
-from kafkalog.log.names import format_segment_file_name
-from kafkalog.index.reindex import reindex_partition
+from kafkalog.fs.names import format_segment_file_name
+from kafkalog.log.reindex import reindex_partition
 
 from cleaner_model import data as data_batch
 from test_kafka_cleaner_parity import KafkaLog

@@ -21,7 +21,7 @@ import pytest
 
 from kafkalog.checkpoint.leader_epoch import write_leader_epoch_checkpoint
 from kafkalog.checkpoint.offset import write_offset_checkpoint
-from kafkalog.log.names import LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, format_segment_file_name
+from kafkalog.fs.names import LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, format_segment_file_name
 from kafkalog.config import configs_from_mappings
 from kafkalog.format import record_batch as rb
 from kafkalog.index import build_indexes

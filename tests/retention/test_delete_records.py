@@ -12,7 +12,7 @@ import pytest
 from kafkalog.checkpoint.leader_epoch import read_leader_epoch_checkpoint, write_leader_epoch_checkpoint
 from kafkalog.checkpoint.offset import read_offset_checkpoint
 from kafkalog.errors import UsageError
-from kafkalog.log.names import LOG_START_OFFSET_CHECKPOINT
+from kafkalog.fs.names import LOG_START_OFFSET_CHECKPOINT
 from kafkalog.retention.delete_records import (DeleteRecordsRequest, decide_delete_records, parse_offset_json)
 from kafkalog.tools import cli
 

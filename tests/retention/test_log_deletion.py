@@ -16,7 +16,7 @@ from kafkalog.retention.run import EARLIER_ATTEMPT, finish_log_dir, retain_parti
 from kafkalog.log.records_io import read_segment
 from kafkalog.checkpoint.leader_epoch import read_leader_epoch_checkpoint, write_leader_epoch_checkpoint
 from kafkalog.checkpoint.offset import read_offset_checkpoint
-from kafkalog.log.names import LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT
+from kafkalog.fs.names import LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT
 
 from logdirs import make_partition, snapshot, write_checkpoints
 
@@ -189,7 +189,7 @@ def test_a_malformed_leader_epoch_file_stops_before_any_rename(tmp_path):
 
 def test_no_roll_that_would_lose_producer_state(tmp_path):
     from kafkalog.format import record_batch as rb
-    from kafkalog.log.names import format_segment_file_name
+    from kafkalog.fs.names import format_segment_file_name
     folder = tmp_path / "t-0"
     folder.mkdir()
     for base, ts in ((0, DAY), (2, 2 * DAY)):          # idempotent batches, no snapshot at the log end

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import kafkalog
 from kafkalog.checkpoint.offset import write_offset_checkpoint
-from kafkalog.log.names import REPLICATION_OFFSET_CHECKPOINT
+from kafkalog.fs.names import REPLICATION_OFFSET_CHECKPOINT
 from kafkalog.source.options import (KIND_OFFSETS, KIND_TIMESTAMP, READ_COMMITTED, SourceOptionError,
                                      java_regex_to_python, parse_source_options)
 from kafkalog.source.scan_plan import (MIN_TARGET_BYTES, Bounds, Piece, Predicate, bounds_from_predicates, cut, pack,

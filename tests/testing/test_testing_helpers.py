@@ -1,7 +1,7 @@
-"""kafkalog.testing, the helpers users import in their pytest + chispa tests: log dirs built from rows /
-Arrow / a DataFrame (topics, partitions, codecs, transactions, tombstones) that kafka-python reads back and
-whose indexes are recovery's, readable diffs, the Spark fixture — and ``import kafkalog`` (testing
-included) never importing Spark."""
+"""kafkalog.testing and udfs.testing, the helpers users import in their pytest + chispa tests: log dirs built
+from rows / Arrow / a DataFrame (topics, partitions, codecs, transactions, tombstones) that kafka-python reads
+back and whose indexes are recovery's, readable diffs, the Spark fixture (udfs.testing) — and ``import
+kafkalog`` (testing included) never importing Spark."""
 from __future__ import annotations
 
 import ast
@@ -13,8 +13,7 @@ import pyarrow as pa
 import pytest
 
 from kafkalog.index.verify import verify_segment
-from kafkalog.testing import (BASE_TIMESTAMP_MS, assert_log_dirs_equal, build_log_dir, diff_records, read_log_dir,
-                              records_of)
+from kafkalog.testing import BASE_TIMESTAMP_MS, assert_log_dirs_equal, build_log_dir, diff_records, records_of
 from oracle import read_all
 
 REPO = Path(__file__).resolve().parents[2]
@@ -78,7 +77,7 @@ def test_log_dirs_equal_and_the_diff_names_what_differs(tmp_path):
 
 
 def test_from_a_dataframe_and_back_with_chispa(spark, tmp_path):
-    from kafkalog.testing import assert_records_equal
+    from udfs.testing import assert_records_equal, read_log_dir
 
     src = build_log_dir(tmp_path / "src", ROWS)
     df = read_log_dir(spark, src)
@@ -100,7 +99,7 @@ def test_the_spark_fixture_has_the_source_registered(kafkalog_spark, tmp_path):
     assert kafkalog_spark.read.format("kafkalog").load(str(src)).count() == 3
 
 
-from kafkalog.testing.fixtures import kafkalog_spark  # noqa: E402,F401  (the fixture, as a user's conftest would)
+from udfs.testing import kafkalog_spark  # noqa: E402,F401  (the fixture, as a user's conftest would)
 
 
 # --- layers: no Spark in kafkalog ------------------------------------------------------------------------
@@ -116,11 +115,12 @@ def test_importing_kafkalog_and_its_testing_helpers_imports_no_spark():
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def test_kafkalog_imports_spark_only_inside_functions_of_kafkalog_testing():
+def test_kafkalog_imports_no_spark_module_anywhere():
+    """kafkalog (kafkalog.testing included) is below the Spark glue: no import of pyspark, udfs, chispa or
+    delta, not even inside a function (the Spark side of testing is udfs.testing)."""
+    found = []
     for path in sorted((REPO / "kafkalog").rglob("*.py")):
         tree = ast.parse(path.read_text(), str(path))
-        lazy_ok = "testing" in path.relative_to(REPO / "kafkalog").parts
-        top_level = set(id(n) for n in tree.body)
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
@@ -128,9 +128,9 @@ def test_kafkalog_imports_spark_only_inside_functions_of_kafkalog_testing():
                 names = [node.module]
             else:
                 continue
-            spark = [n for n in names if n.split(".")[0] in SPARK_MODULES]
-            if spark:
-                assert lazy_ok and id(node) not in top_level, f"{path.relative_to(REPO)}:{node.lineno} imports {spark}"
+            found += [f"{path.relative_to(REPO)}:{node.lineno} imports {n}" for n in names
+                      if n.split(".")[0] in SPARK_MODULES]
+    assert found == [], "\n".join(found)
 
 
 def test_the_readme_user_test_runs(spark, tmp_path):

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from kafkalog.checkpoint.offset import write_offset_checkpoint
-from kafkalog.log.names import REPLICATION_OFFSET_CHECKPOINT
+from kafkalog.fs.names import REPLICATION_OFFSET_CHECKPOINT
 from kafkalog.tools.cli import main
 from kafkalog.format import record_batch as rb
 from kafkalog.log.records_io import read_segment

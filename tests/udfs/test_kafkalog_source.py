@@ -16,7 +16,7 @@ import kafkalog  # noqa: E402
 from kafkalog.lookup.partition_log import PartitionLog  # noqa: E402
 from kafkalog.format.schema import RECORD_SCHEMA  # noqa: E402
 from kafkalog.checkpoint.offset import read_offset_checkpoint, write_offset_checkpoint
-from kafkalog.log.names import LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
+from kafkalog.fs.names import LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
 from kafka_python_logs import (all_records, make_transactional_partition, standard_log_dir,  # noqa: E402
                                timestamps)
 
@@ -279,7 +279,7 @@ def test_no_log_dir(spark):
 
 def _real_partition_dirs(root: Path):
     from kafkalog.errors import KafkalogError
-    from kafkalog.log.names import parse_partition_dir_name
+    from kafkalog.fs.names import parse_partition_dir_name
     out = []
     for folder in sorted({p.parent for p in root.rglob("*.log")}):
         try:

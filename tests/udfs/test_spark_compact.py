@@ -16,7 +16,7 @@ pytest.importorskip("pyspark", reason="the Spark extra is not installed (pip ins
 from chispa import assert_df_equality  # noqa: E402
 
 from kafkalog.checkpoint.offset import read_offset_checkpoint, write_offset_checkpoint  # noqa: E402
-from kafkalog.log.names import CLEANER_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT  # noqa: E402
+from kafkalog.fs.names import CLEANER_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT  # noqa: E402
 from kafkalog.cleaner import clean_log_dir, clean_partition  # noqa: E402
 from kafkalog.config import configs_from_mappings  # noqa: E402
 from kafkalog.format import control_record as cr  # noqa: E402

@@ -21,7 +21,7 @@ from kafkalog.retention.deletion import deletion_stamp_ns, run_tag  # noqa: E402
 from udfs import catalog_job, delta_tables, retention_job  # noqa: E402
 from udfs.job import run  # noqa: E402
 from kafkalog.checkpoint.offset import read_offset_checkpoint
-from kafkalog.log.names import LOG_START_OFFSET_CHECKPOINT
+from kafkalog.fs.names import LOG_START_OFFSET_CHECKPOINT
 
 from logdirs import make_partition, snapshot, write_checkpoints  # noqa: E402
 from log.test_logdir import HOLD_LOCK  # noqa: E402

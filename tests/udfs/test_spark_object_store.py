@@ -89,7 +89,7 @@ def test_catalog_report_of_s3_equals_local(spark, remote_env, uploaded, tmp_path
 
 
 def test_reports_and_pages_can_be_written_to_a_uri(spark, remote_env, uploaded):
-    from kafkalog.log import filesystem
+    from kafkalog.fs import filesystem
     _local, uri = uploaded
     report, page = "s3://kafkalog-spark/reports/run-1/catalog.json", "s3://kafkalog-spark/reports/run-1/catalog.html"
     assert catalog_job.main(["--log-dirs", uri, "--dry-run", "--report", report, "--html", page], spark=spark) == 0

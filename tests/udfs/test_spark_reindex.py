@@ -14,7 +14,7 @@ pytest.importorskip("pyspark", reason="the Spark extra is not installed (pip ins
 
 from chispa import assert_df_equality  # noqa: E402
 
-from kafkalog.index.reindex import REINDEX_SCHEMA, reindex_partition  # noqa: E402
+from kafkalog.log.reindex import REINDEX_SCHEMA, reindex_partition  # noqa: E402
 from udfs import delta_tables, reindex_job  # noqa: E402
 from udfs.job import run  # noqa: E402
 

@@ -2,8 +2,9 @@
 
 One module per file type (``log_segment``: .log/.bin/.checkpoint record files, ``offset_index``,
 ``time_index``, ``txn_index``, ``producer_snapshot``), the batch walk they share (``batch_walk``),
-Kafka's control records (``control_records``), the file names (``file_names``) and the run that
-dispatches files and keeps Kafka's end-of-run reports (``dumper``). The functions yield output lines
+Kafka's control records (``control_records``), the file names (``file_names``), the state of a run
+the per-file modules write into (``dump_run``) and the run that dispatches files to them and prints
+Kafka's end-of-run reports (``dumper``; nothing imports it back). The functions yield output lines
 instead of printing, so the dump can be tested (and reused) without a subprocess:
 :class:`~kafkalog.tools.dump.dumper.Dumper` turns a list of files into
 :class:`~kafkalog.tools.dump.output.Line` objects, each tagged ``"stdout"`` or ``"stderr"``, and

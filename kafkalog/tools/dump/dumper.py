@@ -3,15 +3,15 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import Iterable, Iterator, List, Optional
 
 from kafkalog.errors import CorruptRecordError, KafkalogError
+from kafkalog.tools.dump.dump_run import DumpRun
 from kafkalog.tools.dump.file_names import RECORD_SUFFIXES, file_suffix
 from kafkalog.tools.dump.log_segment import dump_record_file
 from kafkalog.tools.dump.offset_index import dump_offset_index
 from kafkalog.tools.dump.options import DumpOptions
-from kafkalog.tools.dump.output import (NO_HINT, STDERR, STDOUT, DumpResult, FileSummary, Line, drop_generic_hint,
-                                        json_line)
+from kafkalog.tools.dump.output import (NO_HINT, STDERR, STDOUT, DumpResult, FileSummary, Line, drop_generic_hint)
 from kafkalog.tools.dump.producer_snapshot import dump_producer_snapshot
 from kafkalog.tools.dump.time_index import dump_time_index
 from kafkalog.tools.dump.txn_index import dump_txn_index
@@ -25,45 +25,13 @@ _READERS = {
 }
 
 
-class Dumper:
-    """Dumps files one after another and keeps Kafka's end-of-run reports.
+class Dumper(DumpRun):
+    """Dumps files one after another, each to the dumper of its type, and keeps Kafka's end-of-run
+    reports (the state and the output helpers are :class:`DumpRun`'s).
 
     ``dump_files`` yields every line of a run (the reports last); ``exit_code`` is 1 once any file
     had a problem. ``summaries`` holds one :class:`FileSummary` per file dumped.
     """
-
-    def __init__(self, options: Optional[DumpOptions] = None, *, prog: str = "kafkalog dump", bulk: bool = True):
-        """``bulk``: deep-iteration text of plain v2 batches comes as STDOUT_BYTES blocks (many lines,
-        formatted at once); False: one Line per line throughout."""
-        self.options = options or DumpOptions()
-        self.prog = prog
-        self.bulk = bulk
-        self.summaries: List[FileSummary] = []
-        # Kafka's maps, keyed by absolute path (printed in java.util.HashMap order: java_hash_map_order)
-        self.index_mismatches: Dict[str, Dict[int, int]] = {}     # index offset -> log offset
-        self.time_mismatches: Dict[str, List[Tuple[int, int]]] = {}
-        self.time_out_of_order: Dict[str, List[Tuple[int, int]]] = {}
-        self.time_not_found: Dict[str, List[Tuple[int, int]]] = {}
-        self.non_consecutive: Dict[str, Dict[int, int]] = {}      # previous offset -> next offset
-
-    @property
-    def exit_code(self) -> int:
-        return 1 if any(s.errors for s in self.summaries) else 0
-
-    # -- output helpers (the file-type dumpers write through these) --
-
-    def out(self, text: str) -> Line:
-        return Line(STDOUT, text)
-
-    def obj(self, obj: dict) -> Line:
-        return Line(STDOUT, json_line(obj))
-
-    def error(self, summary: FileSummary, error: KafkalogError) -> Line:
-        summary.errors.append(error)
-        return Line(STDERR, f"{self.prog}: error: {error}")
-
-    def warning(self, text: str) -> Line:
-        return Line(STDERR, f"{self.prog}: warning: {text}")
 
     # -- the run --
 

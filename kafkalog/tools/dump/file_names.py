@@ -5,8 +5,8 @@ import os
 import re
 
 from kafkalog.errors import InvalidFileNameError
-from kafkalog.log.names import offset_from_file_name
-from kafkalog.log import filesystem
+from kafkalog.fs.names import offset_from_file_name
+from kafkalog.fs import filesystem
 
 RECORD_SUFFIXES = (".log", ".bin", ".checkpoint")
 OTHER_SUFFIXES = (".index", ".timeindex", ".txnindex", ".snapshot")    # dumped by their own readers

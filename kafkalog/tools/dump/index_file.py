@@ -1,18 +1,14 @@
 """What the index dumpers share: an index file read as Kafka counts it, the .log beside it, the sanity check."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from kafkalog.errors import CorruptIndexError, KafkalogError
+from kafkalog.tools.dump.dump_run import DumpRun
 from kafkalog.tools.dump.file_names import base_offset_or_raise, beside
 from kafkalog.tools.dump.output import FileSummary, Line
-from kafkalog.log import filesystem
-
-if TYPE_CHECKING:
-    from kafkalog.tools.dump.dumper import Dumper
+from kafkalog.fs import filesystem
 
 
-def open_log_for_index(run: "Dumper", path: str, s: FileSummary):
+def open_log_for_index(run: DumpRun, path: str, s: FileSummary):
     """The .log beside an index (Kafka: <abs dir>/<name before first dot>.log), or None with a
     warning (an error with --verify-index-only)."""
     log_path = beside(path, ".log")
@@ -41,7 +37,7 @@ def load_index(path: str, s: FileSummary, suffix: str, entry_size: int, parse, k
     return index, size_error
 
 
-def sanity_check(run: "Dumper", index, path: str, size_error) -> Line:
+def sanity_check(run: DumpRun, index, path: str, size_error) -> Line:
     """--index-sanity-check: Kafka's sanityCheck() (a size error counts as failing it)."""
     if size_error is not None:
         raise size_error

@@ -6,13 +6,14 @@ import os
 
 import numpy as np
 
-from kafkalog.format.varint import INT32_MAX
-from typing import TYPE_CHECKING, Dict, Iterator, List
+from typing import Dict, Iterator, List
+from kafkalog.java_types import INT32_MAX
 
 from kafkalog.coordinator.record import decode_record, kafka_dump_text, record_json
 from kafkalog.errors import CrcMismatchError, InvalidFileNameError, InvalidRecordError, KafkalogError, UnknownCodecError
 from kafkalog.format import record_batch as rb
 from kafkalog.format.compression import CODEC_NAMES
+from kafkalog.tools.dump.dump_run import DumpRun
 from kafkalog.tools.dump.batch_walk import (BatchView, RecordView, decode_records, legacy_first_offset, read_batch,
                                             tail_error, walk_batches)
 from kafkalog.tools.dump.control_records import control_record_info
@@ -22,11 +23,9 @@ from kafkalog.metadata.metadata_record_serde import decode_metadata_record, kafk
 from kafkalog.tools.dump.output import (NO_HINT, STDERR, STDOUT_BYTES, FileSummary, Line, b64, drop_generic_hint,
                                         java_bool,
                                         optional_long, string_decoder, utf8_or_none)
-from kafkalog.log.names import offset_from_file_name
-from kafkalog.log import filesystem
+from kafkalog.fs.names import offset_from_file_name
+from kafkalog.fs import filesystem
 
-if TYPE_CHECKING:
-    from kafkalog.tools.dump.dumper import Dumper
 
 MAX_GAPS_LISTED = 100_000    # non-consecutive offset pairs kept per file (the rest are counted)
 BULK_RUN_BYTES = 8 << 20     # record bytes decoded and formatted at once by the bulk path
@@ -90,7 +89,7 @@ def batch_json(path: str, b: BatchView) -> dict:
             "compresscodec": b.codec_name, "crc": b.crc, "isvalid": b.crc_valid}
 
 
-def dump_record_file(run: "Dumper", path: str, s: FileSummary) -> Iterator[Line]:
+def dump_record_file(run: DumpRun, path: str, s: FileSummary) -> Iterator[Line]:
     o = run.options
     name = os.path.basename(path)
     header = None
@@ -121,7 +120,7 @@ def dump_record_file(run: "Dumper", path: str, s: FileSummary) -> Iterator[Line]
             mv.release()
 
 
-def first_base_offset(run: "Dumper", mv, end: int, path) -> int:
+def first_base_offset(run: DumpRun, mv, end: int, path) -> int:
     """Base offset of the first complete batch, -1 if there is none (names without an offset)."""
     try:
         for pos, size, magic in walk_batches(mv, 0, end, path):
@@ -133,7 +132,7 @@ def first_base_offset(run: "Dumper", mv, end: int, path) -> int:
     return -1
 
 
-def walk_log(run: "Dumper", path: str, mv, end: int, s: FileSummary) -> Iterator[Line]:
+def walk_log(run: DumpRun, path: str, mv, end: int, s: FileSummary) -> Iterator[Line]:
     o = run.options
     deep = o.deep
     if deep:
@@ -185,7 +184,7 @@ class WalkState:
         self.gaps = OffsetGaps()
 
 
-def one_batch(run: "Dumper", path: str, mv, b: BatchView, s: FileSummary, state: WalkState,
+def one_batch(run: DumpRun, path: str, mv, b: BatchView, s: FileSummary, state: WalkState,
               skip: int = 0) -> Iterator[Line]:
     """A batch's line and, with deep iteration, its records' lines, one record at a time. ``skip``:
     the batch line and this many records were printed already (bulk_huge_batch)."""
@@ -245,7 +244,7 @@ def header_arrays(batches: List[BatchView]):
     return h
 
 
-def bulk_lines(run: "Dumper", batch_lines: List[str], h, used: int, counts, records, s: FileSummary,
+def bulk_lines(run: DumpRun, batch_lines: List[str], h, used: int, counts, records, s: FileSummary,
                state: WalkState):
     """Format the decoded ``records`` of ``used`` batches of ``h``, ``counts`` rows each (format_run);
     None when they must go record by record. Updates the record count and the offset gaps."""
@@ -269,7 +268,7 @@ def bulk_lines(run: "Dumper", batch_lines: List[str], h, used: int, counts, reco
     return Line(STDOUT_BYTES, lines.data)
 
 
-def bulk_huge_batch(run: "Dumper", path: str, mv, b: BatchView, s: FileSummary, state: WalkState) -> Iterator[Line]:
+def bulk_huge_batch(run: DumpRun, path: str, mv, b: BatchView, s: FileSummary, state: WalkState) -> Iterator[Line]:
     """A batch of more than BULK_MAX_BATCH_RECORDS records in slices of BULK_SLICE_RECORDS rows
     (format.batch_slices: the payload decompressed once, its record bounds walked first), so memory
     stays bounded and the first lines come out at once. A batch whose record bounds do not walk, or a
@@ -309,7 +308,7 @@ def bulk_huge_batch(run: "Dumper", path: str, mv, b: BatchView, s: FileSummary, 
     yield from one_batch(run, path, mv, b, s, state, skip=printed)
 
 
-def bulk_run(run: "Dumper", path: str, mv, batches: List[BatchView], s: FileSummary,
+def bulk_run(run: DumpRun, path: str, mv, batches: List[BatchView], s: FileSummary,
              state: WalkState) -> Iterator[Line]:
     """The lines of a run of bulk-eligible batches as blocks of bytes (Line(STDOUT_BYTES, ...)); a
     part that does not decode, or holds bytes that are not UTF-8, goes batch by batch instead (which
@@ -339,7 +338,7 @@ def bulk_run(run: "Dumper", path: str, mv, batches: List[BatchView], s: FileSumm
         done += used
 
 
-def report_gaps(run: "Dumper", path: str, gaps: "OffsetGaps") -> Iterator[Line]:
+def report_gaps(run: DumpRun, path: str, gaps: "OffsetGaps") -> Iterator[Line]:
     """Record offset gaps of one file: JSON objects now (file order), or Kafka's stderr report at the end."""
     if not gaps.pairs:
         return
@@ -354,7 +353,7 @@ def report_gaps(run: "Dumper", path: str, gaps: "OffsetGaps") -> Iterator[Line]:
                            f"({MAX_GAPS_LISTED} are)")
 
 
-def record_output(run: "Dumper", path: str, b: BatchView, r: RecordView):
+def record_output(run: DumpRun, path: str, b: BatchView, r: RecordView):
     """(text line, JSON object, error or None) for one record of a deep iteration."""
     o = run.options
     key_size = -1 if r.key is None else len(r.key)

@@ -1,22 +1,19 @@
 """Dumping an offset index (.index): its entries, each checked against the batch it points at in the .log."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator, List, Tuple
+from typing import Iterator, List, Tuple
 
 from kafkalog.errors import CorruptIndexError, KafkalogError
 from kafkalog.index.offset_index import parse_offset_index
+from kafkalog.tools.dump.dump_run import DumpRun
 from kafkalog.tools.dump.batch_walk import read_batch, walk_batches
 from kafkalog.tools.dump.file_names import absolute_path
 from kafkalog.tools.dump.index_file import load_index, open_log_for_index, sanity_check
 from kafkalog.tools.dump.output import NO_HINT, FileSummary, Line
 from kafkalog.index.offset_index import OFFSET_ENTRY_SIZE
 
-if TYPE_CHECKING:
-    from kafkalog.tools.dump.dumper import Dumper
 
-
-
-def dump_offset_index(run: "Dumper", path: str, s: FileSummary) -> Iterator[Line]:
+def dump_offset_index(run: DumpRun, path: str, s: FileSummary) -> Iterator[Line]:
 
     o = run.options
     index, size_error = load_index(path, s, ".index", OFFSET_ENTRY_SIZE, parse_offset_index, "offset")

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from kafkalog.format.compression import DEFAULT_MAX_BATCH_BYTES
-from kafkalog.format.varint import INT32_MAX
+from kafkalog.java_types import INT32_MAX
 
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024       # --max-message-size default (DumpLogSegments)
 

@@ -2,18 +2,15 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Iterator
+from typing import Iterator
 
 from kafkalog.errors import CheckpointError
-from kafkalog.format.varint import INT32_MAX
+from kafkalog.java_types import INT32_MAX
 from kafkalog.log.producer_snapshot import parse_producer_snapshot
+from kafkalog.tools.dump.dump_run import DumpRun
 from kafkalog.tools.dump.output import FileSummary, Line, optional_long
-from kafkalog.log.names import offset_from_file_name
-from kafkalog.log import filesystem
-
-if TYPE_CHECKING:
-    from kafkalog.tools.dump.dumper import Dumper
-
+from kafkalog.fs.names import offset_from_file_name
+from kafkalog.fs import filesystem
 
 
 def decrement_sequence(sequence: int, decrement: int) -> int:
@@ -23,7 +20,7 @@ def decrement_sequence(sequence: int, decrement: int) -> int:
     return sequence - decrement
 
 
-def dump_producer_snapshot(run: "Dumper", path: str, s: FileSummary) -> Iterator[Line]:
+def dump_producer_snapshot(run: DumpRun, path: str, s: FileSummary) -> Iterator[Line]:
 
     data = filesystem.read_bytes(path)
     offset = offset_from_file_name(os.path.basename(path))

@@ -1,26 +1,23 @@
 """Dumping a time index (.timeindex): its entries and Kafka's three checks against the .log."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator, List, Tuple
+from typing import Iterator, List, Tuple
 
 from kafkalog.errors import CorruptIndexError, KafkalogError
 from kafkalog.format import record_batch as rb
 from kafkalog.index.offset_index import parse_offset_index
 from kafkalog.index.time_index import parse_time_index
+from kafkalog.tools.dump.dump_run import DumpRun
 from kafkalog.tools.dump.batch_walk import decode_records, read_batch, walk_batches
 from kafkalog.tools.dump.file_names import absolute_path, beside
 from kafkalog.tools.dump.index_file import load_index, open_log_for_index, sanity_check
 from kafkalog.index.offset_index import OFFSET_ENTRY_SIZE
 from kafkalog.tools.dump.output import NO_HINT, FileSummary, Line
 from kafkalog.index.time_index import TIME_ENTRY_SIZE
-from kafkalog.log import filesystem
-
-if TYPE_CHECKING:
-    from kafkalog.tools.dump.dumper import Dumper
+from kafkalog.fs import filesystem
 
 
-
-def dump_time_index(run: "Dumper", path: str, s: FileSummary) -> Iterator[Line]:
+def dump_time_index(run: DumpRun, path: str, s: FileSummary) -> Iterator[Line]:
     o = run.options
     index, size_error = load_index(path, s, ".timeindex", TIME_ENTRY_SIZE, parse_time_index, "time")
     base = index.base_offset
@@ -93,7 +90,7 @@ def dump_time_index(run: "Dumper", path: str, s: FileSummary) -> Iterator[Line]:
         yield run.error(s, size_error)
 
 
-def time_entry_check(run: "Dumper", mv, offset_index, offset: int, log_path, offset_index_name=None) -> Tuple[int, int]:
+def time_entry_check(run: DumpRun, mv, offset_index, offset: int, log_path, offset_index_name=None) -> Tuple[int, int]:
     """(lastOffset of the first batch reaching ``offset``, max record timestamp of that batch);
     (-1, -1) when no batch reaches it. The walk starts at the offset index's lookup position."""
     position = offset_index.lookup(offset)[1] if offset_index is not None else 0

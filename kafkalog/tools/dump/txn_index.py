@@ -1,21 +1,18 @@
 """Dumping a transaction index (.txnindex): one line per aborted transaction."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator
+from typing import Iterator
 
 from kafkalog.errors import CorruptIndexError
 from kafkalog.index.transaction_index import parse_transaction_index
+from kafkalog.tools.dump.dump_run import DumpRun
 from kafkalog.tools.dump.file_names import base_offset_or_raise
 from kafkalog.tools.dump.output import NO_HINT, FileSummary, Line
 from kafkalog.index.transaction_index import TXN_ENTRY_SIZE
-from kafkalog.log import filesystem
-
-if TYPE_CHECKING:
-    from kafkalog.tools.dump.dumper import Dumper
+from kafkalog.fs import filesystem
 
 
-
-def dump_txn_index(run: "Dumper", path: str, s: FileSummary) -> Iterator[Line]:
+def dump_txn_index(run: DumpRun, path: str, s: FileSummary) -> Iterator[Line]:
 
     base = base_offset_or_raise(path, ".txnindex")
     s.base_offset = base

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Optional, Union
 
 from kafkalog.errors import InvalidFileNameError
-from kafkalog.format.varint import INT32_MAX, INT64_MAX, INT64_MIN
+from kafkalog.java_types import INT32_MAX, INT64_MAX, INT64_MIN
 
 # --- log-dir files ---------------------------------------------------------------------------
 

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Iterator, Optional, Union
 
 from kafkalog.errors import LogDirLockedError
-from kafkalog.log.names import LOCK_FILE
-from kafkalog.log import filesystem
+from kafkalog.fs.names import LOCK_FILE
+from kafkalog.fs import filesystem
 
 try:
     import fcntl

@@ -40,7 +40,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import pyarrow as pa
 
-from kafkalog.log.durable import fsync_dir, replace_file, truncate
+from kafkalog.fs.durable import fsync_dir, replace_file, truncate
 from kafkalog.errors import KafkalogError
 from kafkalog.index.builder import DEFAULT_INDEX_INTERVAL_BYTES
 from kafkalog.index.offset_index import write_offset_index
@@ -49,9 +49,10 @@ from kafkalog.index.transaction_index import write_transaction_index
 from kafkalog.index.verdicts import (CORRUPT, DEFAULT_SEGMENT_INDEX_BYTES, IDENTICAL, MISSING, OFFSET_INDEX,
                                      TIME_INDEX, TXN_INDEX, VALID, SegmentVerification)
 from kafkalog.index.verify import verify_segment
-from kafkalog.format.file_records import MappedFile, recovery_valid_bytes
+from kafkalog.format.file_records import recovery_valid_bytes
+from kafkalog.fs.filesystem import MappedFile
 from kafkalog.log.logdir import PartitionDir, scan_partition_dir
-from kafkalog.log.names import KRAFT_METADATA_TOPIC
+from kafkalog.fs.names import KRAFT_METADATA_TOPIC
 from kafkalog.log.producer_snapshot import read_producer_snapshot
 
 LOG = "log"

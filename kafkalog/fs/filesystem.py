@@ -25,6 +25,7 @@ requests and bytes (the README's table).
 from __future__ import annotations
 
 import errno
+import mmap
 import os
 import re
 import stat as stat_module
@@ -429,7 +430,6 @@ class RemoteView:
     REQUEST_BYTES = 8 << 20
 
     def __init__(self, path: PathLike, start: int = 0, end: Optional[int] = None):
-        import mmap
         self.path = os.fspath(path)
         self._file = RangeFile(path)
         size = self._file.size
@@ -470,10 +470,38 @@ class RemoteView:
         self.close()
 
 
+class MappedFile:
+    """A read-only view of a file's bytes: mmap for non-empty files, so a 1 GB segment is paged, not read."""
+
+    def __init__(self, path: Union[str, os.PathLike]):
+        self.path = os.fspath(path)
+        self._file = open(self.path, "rb")
+        size = os.fstat(self._file.fileno()).st_size
+        self._mmap = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ) if size else None
+        self.array = np.frombuffer(self._mmap, dtype=np.uint8) if self._mmap is not None else np.empty(0, np.uint8)
+
+    def __len__(self) -> int:
+        return len(self.array)
+
+    def close(self) -> None:
+        self.array = np.empty(0, np.uint8)
+        if self._mmap is not None:
+            try:
+                self._mmap.close()
+            except BufferError:
+                pass   # an Arrow buffer still points into the map; the GC closes it later
+        self._file.close()
+
+    def __enter__(self) -> "MappedFile":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 def open_view(path: PathLike, start: int = 0, end: Optional[int] = None):
     """The bytes of a file as a numpy array: a memory map locally (``MappedFile``), and remotely a
     RemoteView holding bytes [start, end) (all by default)."""
     if not is_uri(path):
-        from kafkalog.format.file_records import MappedFile
         return MappedFile(local_path(path))
     return RemoteView(path, start, end)
