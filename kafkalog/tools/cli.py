@@ -534,8 +534,14 @@ def _add_diverge(subparsers) -> None:
     diverge_command.add_parser(subparsers, file_list=file_list, topic_name=topic_name, write_line=_write_line,
                                warn=_warn)
 
+
+def _add_offline(subparsers) -> None:     # compact, retention, configs, spark: each in its own module
+    from kafkalog.tools import compact_command, configs_command, retention_command, spark_command
+    for command in (compact_command, retention_command, configs_command, spark_command):
+        command.add_parser(subparsers)
+
 SUBCOMMANDS: Sequence[Callable] = (_add_dump, _add_demo, _add_offsets, _add_fetch, _add_recover, _add_lag,
-                                     _add_delete_records, _add_diverge)
+                                     _add_delete_records, _add_diverge, _add_offline)
 
 
 # --- main -------------------------------------------------------------------------------------
