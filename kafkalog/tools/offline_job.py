@@ -49,8 +49,11 @@ def load(args, command: str) -> tuple[KafkaConfigs, Optional[set]]:
     an unknown ``--topics`` name or a ``--topic-config`` topic the dir does not hold is an error."""
     from kafkalog.tools.arguments import check_log_dir
     check_log_dir(args.log_dir)
-    configs = load_configs(broker_config=args.broker_config, topic_configs=args.topic_config,
-                           topic_config_files=args.topic_config_file, strict=True)
+    try:        # a bad config is a bad argument here, as in the Spark jobs (exit 2): nothing was done
+        configs = load_configs(broker_config=args.broker_config, topic_configs=args.topic_config,
+                               topic_config_files=args.topic_config_file, strict=True)
+    except ConfigError as e:
+        raise UsageError(e.message, path=e.path, hint=e.hint) from None
     held = {t for t in (topic_of_folder(f) for f in partition_folders(args.log_dir)) if t}
     topics = None if not args.topics else {t for t in args.topics.split(",") if t}
     if topics is not None:
@@ -60,7 +63,7 @@ def load(args, command: str) -> tuple[KafkaConfigs, Optional[set]]:
                              hint=f"topics there: {', '.join(sorted(held)[:20]) or 'none'}")
     messages = topics_not_held(configs, held, held_in=args.log_dir)
     if messages and not args.allow_absent_topic_configs:
-        raise ConfigError("; ".join(messages), hint=f"{TOPIC_NOT_HELD_HINT}; --allow-absent-topic-configs lets "
+        raise UsageError("; ".join(messages), hint=f"{TOPIC_NOT_HELD_HINT}; --allow-absent-topic-configs lets "
                           "one set of overrides cover topics held elsewhere")
     for message in messages + list(configs.warnings):
         print(f"kafkalog {command}: warning: {message}", file=sys.stderr)
