@@ -3,9 +3,11 @@
 (ConfigCommand.scala; the synonyms as ConfigHelper/``LogConfig.TopicConfigSynonyms`` list them).
 
 A config's synonyms are listed in Kafka's order: the topic's override (``DYNAMIC_TOPIC_CONFIG``),
-then, for each broker synonym in precedence order (``log.retention.ms`` before ``log.retention.minutes``
-before ``log.retention.hours``), the value set in server.properties (``STATIC_BROKER_CONFIG``) and the
-broker key's own default (``DEFAULT_CONFIG``). The value shown is the first of them. We read no
+then the broker synonyms set in server.properties (``STATIC_BROKER_CONFIG``, in precedence order:
+``log.retention.ms`` before ``log.retention.minutes`` before ``log.retention.hours``) and the synonyms'
+own defaults (``DEFAULT_CONFIG``) — with Kafka's quirk that the broker entries before the first
+synonym's are dropped (see :func:`broker_synonyms`): ``--sources`` says where each value really came
+from. We read no
 dynamic broker configs (they live in the cluster metadata, not the log dirs): kafkalog's sources
 are the topic overrides given to the job, server.properties and Kafka's defaults (kafkalog/config.py).
 """
@@ -62,6 +64,28 @@ def _default_synonym(key: ConfigKey) -> Optional[Tuple[str, str]]:
     return name, str(key.default // scale)
 
 
+def broker_synonyms(configs: KafkaConfigs, key: ConfigKey) -> List[Tuple[str, str, str]]:
+    """The broker's synonyms of a topic config as Kafka lists them (ConfigHelper.configSynonyms): every
+    key set in server.properties, in synonym order, then every synonym's own default; then the entries
+    before the first synonym's are dropped — so ``retention.ms`` set through ``log.retention.minutes``
+    (``log.retention.ms`` unset, without a default) lists none, though its value comes from there.
+
+    :param configs: the configs (their broker's ``synonym_texts``)
+    :param key: the topic config
+    """
+    if not key.synonyms:
+        return []
+    texts = configs.broker.synonym_texts
+    entries = [(STATIC_BROKER_CONFIG, s.key, texts[s.key]) for s in key.synonyms if s.key in texts]
+    default = _default_synonym(key)
+    if default is not None:
+        entries.append((DEFAULT_CONFIG, *default))
+    primary = key.synonyms[0].key
+    while entries and entries[0][1] != primary:
+        entries.pop(0)
+    return entries
+
+
 def describe_topic(configs: KafkaConfigs, topic: str) -> List[ConfigEntry]:
     """Every topic config of ``topic`` with its effective value and synonyms, in name order.
 
@@ -73,15 +97,8 @@ def describe_topic(configs: KafkaConfigs, topic: str) -> List[ConfigEntry]:
     entries = []
     for name in sorted(TOPIC_CONFIGS):
         key = TOPIC_CONFIGS[name]
-        synonyms = []
-        if name in overrides:
-            synonyms.append((DYNAMIC_TOPIC_CONFIG, name, format_value(overrides[name])))
-        for synonym in key.synonyms:
-            if synonym.key in configs.broker.synonym_texts:
-                synonyms.append((STATIC_BROKER_CONFIG, synonym.key, configs.broker.synonym_texts[synonym.key]))
-        default = _default_synonym(key)
-        if default is not None:
-            synonyms.append((DEFAULT_CONFIG, *default))
+        synonyms = [(DYNAMIC_TOPIC_CONFIG, name, format_value(overrides[name]))] if name in overrides else []
+        synonyms += broker_synonyms(configs, key)
         source = synonyms[0][0] if synonyms else DEFAULT_CONFIG
         entries.append(ConfigEntry(name, format_value(getattr(effective, name.replace(".", "_"))), source,
                                    tuple(synonyms), effective.sources.get(name, "default")))
