@@ -535,6 +535,9 @@ def _add_diverge(subparsers) -> None:
                                warn=_warn)
 
 
+NUMBA_CACHE_DIR = "/tmp/kafkalog-numba-cache"
+
+
 def _add_offline(subparsers) -> None:     # compact, retention, configs, spark: each in its own module
     from kafkalog.tools import compact_command, configs_command, retention_command, spark_command
     for command in (compact_command, retention_command, configs_command, spark_command):
@@ -558,6 +561,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """The console entry point: returns the exit code (0 ok, 1 bad input, 2 bad arguments)."""
+    # the kernels' cache scripts/bootstrap.sh warms (kafkalog.tools.warm.DEFAULT_CACHE_DIR, as the jobs use it)
+    os.environ.setdefault("NUMBA_CACHE_DIR", NUMBA_CACHE_DIR)
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
