@@ -155,6 +155,8 @@ def _add_demo(subparsers) -> None:
     p.add_argument("--topic", default="demo-orders", type=topic_name, help="the topic's name (default: demo-orders)")
     p.add_argument("--consumer-groups", type=non_negative_int, default=0, metavar="N",
                    help="also write __consumer_offsets with N consumer groups' commits on the topic (default: 0)")
+    p.add_argument("--compacted-topic", type=topic_name, metavar="TOPIC", help="also write TOPIC for compaction: keys, "
+                   "tombstones, an aborted and a committed transaction")
     p.set_defaults(handler=_run_demo)
 
 
