@@ -47,7 +47,7 @@ def test_the_cli_reads_the_cache_the_warm_up_fills(monkeypatch):
 
 
 def test_after_the_warm_up_the_clis_first_fetch_and_compact_compile_nothing(warmed, tmp_path):
-    """The kernels `kafkalog fetch`, `offsets` and `compact` run are all in the warmed cache: running them
+    """The kernels `kafkalog dump`, `fetch`, `offsets` and `compact` run are all in the warmed cache: running them
     adds no compiled kernel to it (the issue's first `kafkalog fetch` compiled for 12 s)."""
     _stderr, cache = warmed
     env = dict(os.environ, NUMBA_CACHE_DIR=str(cache))
@@ -55,6 +55,8 @@ def test_after_the_warm_up_the_clis_first_fetch_and_compact_compile_nothing(warm
     kafkalog = [sys.executable, "-m", "kafkalog.tools.cli"]
     logs = tmp_path / "logs"
     for args in (["demo", logs, "--partitions", "1", "--records", "6000"],
+                 ["dump", "--files", logs / "demo-orders-0" / "00000000000000000000.log", "--deep-iteration",
+                  "--print-data-log"],
                  ["fetch", "--log-dirs", logs, "--topic", "demo-orders", "--partition", "0", "--offset", "5500",
                   "--max-records", "3"],
                  ["offsets", "--log-dirs", logs, "--topic", "demo-orders", "--time", "2026-01-01T01:00:00Z"],
