@@ -20,7 +20,8 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         COMMAND, help="describe each topic's effective configs and their sources, as kafka-configs.sh --describe --all",
         description="For every topic of the log dirs (and every topic named in --topic-config): each topic config's "
-                    "value and its synonyms — DYNAMIC_TOPIC_CONFIG (a --topic-config or --topic-config-file override), "
+                    "value and its synonyms — DYNAMIC_TOPIC_CONFIG (a --topic-config or --topic-config-file "
+                    "override), "
                     "STATIC_BROKER_CONFIG (a key of --broker-config, e.g. log.retention.hours) and DEFAULT_CONFIG "
                     "(Kafka's default) — in Kafka's precedence; the first is the value a job uses.")
     p.add_argument("--describe", action="store_true", required=True, help="REQUIRED: describe (the only action)")

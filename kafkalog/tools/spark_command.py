@@ -51,7 +51,7 @@ def _summary_line(path: Path) -> str:
 def add_parser(subparsers) -> None:
     """The ``spark`` subcommand."""
     p = subparsers.add_parser(
-        COMMAND, help="run a Spark job (compact, retention, catalog, ...) through spark-submit, installed or in a clone",
+        COMMAND, help="run a Spark job (compact, retention, catalog, ...) through spark-submit (installed or in a clone)",
         description="Run one of kafkalog's Spark jobs, as ./spark-submit.sh <job> does in a clone: "
                     "`kafkalog spark <job> --help` for a job's arguments; `kafkalog spark` lists the jobs. "
                     "--master URL (or SPARK_MASTER) sets the master (default local[*]); conf/ is the Spark conf dir "
@@ -74,8 +74,8 @@ def _java() -> str:
     m = re.search(r'version "(\d+)(?:\.(\d+))?', out)
     major = int(m.group(2) if m and m.group(1) == "1" else m.group(1)) if m else 0
     if major < MIN_JAVA:
-        raise UsageError(f"Spark needs Java {MIN_JAVA}+ and {java} is {f'Java {major}' if major else 'of no known version'}",
-                         hint=install)
+        which = f"Java {major}" if major else "of no known version"
+        raise UsageError(f"Spark needs Java {MIN_JAVA}+ and {java} is {which}", hint=install)
     return java
 
 
@@ -84,7 +84,8 @@ def _py_files_zip() -> Path:
     import kafkalog
     import udfs
     from kafkalog import __version__
-    target = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "kafkalog" / f"kafkalog-py-{__version__}.zip"
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+    target = cache / "kafkalog" / f"kafkalog-py-{__version__}.zip"
     roots = [Path(kafkalog.__file__).parent, Path(udfs.__file__).parent]
     sources = [p for r in roots for p in r.rglob("*.py") if "__pycache__" not in p.parts]
     if target.exists() and target.stat().st_mtime >= max(p.stat().st_mtime for p in sources):
