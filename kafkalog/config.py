@@ -219,8 +219,13 @@ _BROKER_SYNONYMS: dict[str, tuple[ConfigKey, Synonym]] = {
 
 @dataclass(frozen=True)
 class LogConfig:
-    """One topic's effective log configuration. ``sources`` maps each topic key to where its value
-    came from: ``default``, ``broker <key> (<file>)`` or ``topic (<where>)``."""
+    """One topic's effective log configuration, one field per topic config (``retention.ms`` is
+    ``retention_ms``). ``sources`` maps each topic key to where its value came from: ``default``,
+    ``broker <key> (<file>)`` or ``topic (<where>)``. Made by :meth:`KafkaConfigs.for_topic`. Example::
+
+        config = kafkalog.load_configs(topic_configs=["orders:cleanup.policy=compact"]).for_topic("orders")
+        print(config.compact, config.retention_ms, config.sources["cleanup.policy"])
+    """
 
     cleanup_policy: tuple[str, ...] = (DELETE,)
     retention_ms: int = 604_800_000
@@ -279,12 +284,17 @@ def _attr(name: str) -> str:
 @dataclass(frozen=True)
 class BrokerConfig:
     """A broker's ``server.properties`` as far as log files are concerned: the topic defaults it
-    sets (through synonyms) and the broker-wide settings. Built by :func:`parse_broker_properties`."""
+    sets (through synonyms) and the broker-wide settings. Built by :func:`parse_broker_properties`. Example::
+
+        broker = kafkalog.configs_from_mappings({"log.retention.hours": "24", "log.dirs": "/var/kafka"}).broker
+        print(broker.topic_defaults["retention.ms"], broker.log_dirs, broker.cleaner_enable)
+    """
 
     topic_defaults: Mapping[str, Any] = field(default_factory=dict)   # topic key -> value
     topic_default_sources: Mapping[str, str] = field(default_factory=dict)
     settings: Mapping[str, Any] = field(default_factory=dict)         # broker key -> value (set keys only)
     source: str = "defaults"
+    synonym_texts: Mapping[str, str] = field(default_factory=dict)    # every topic-default key set, as written
 
     def setting(self, key: str) -> Any:
         return self.settings.get(key, BROKER_CONFIGS[key].default)
@@ -302,8 +312,13 @@ class BrokerConfig:
 
 @dataclass
 class KafkaConfigs:
-    """The broker config plus per-topic overrides: ``for_topic`` gives each topic's LogConfig.
-    ``warnings`` holds every ignored key, each naming where it was found."""
+    """The broker config plus per-topic overrides: ``for_topic`` gives each topic's LogConfig
+    (precedence: topic override > broker key or synonym > Kafka's default). ``warnings`` holds every
+    ignored key, each naming where it was found. Example::
+
+        configs = kafkalog.configs_from_mappings({"log.cleanup.policy": "compact"}, {"audit": {"retention.ms": "-1"}})
+        print(configs.for_topic("audit").cleanup_policy, configs.for_topic("audit").retention_ms)   # ('compact',) -1
+    """
 
     broker: BrokerConfig = field(default_factory=BrokerConfig)
     topic_overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -411,8 +426,8 @@ def parse_broker_properties(props: Mapping[str, str], *, source: str = "server.p
             defaults[name] = value
             default_sources[name] = f"broker {synonym.key} ({source})"
             break
-    return BrokerConfig(topic_defaults=defaults, topic_default_sources=default_sources,
-                        settings=settings, source=source)
+    return BrokerConfig(topic_defaults=defaults, topic_default_sources=default_sources, settings=settings,
+                        source=source, synonym_texts={k: props[k].strip() for k in synonym_values})
 
 
 def parse_topic_overrides(topic: str, props: Mapping[str, str], *, source: str,
@@ -479,7 +494,12 @@ def load_configs(*, broker_config: Optional[PathLike] = None,
     """Build the configs a job runs with: ``broker_config`` a server.properties path,
     ``topic_configs`` ``TOPIC:key=value`` strings (they win over files), ``topic_config_files``
     ``TOPIC:PATH`` strings naming a properties file of topic configs. ``strict``: a key that is not
-    Kafka's is a ConfigError instead of a warning."""
+    Kafka's is a ConfigError instead of a warning. Example::
+
+        configs = kafkalog.load_configs(broker_config="examples/server.properties",
+                                        topic_configs=["orders:retention.ms=3600000"])
+        print(configs.for_topic("orders").retention_ms, configs.warnings)
+    """
     warnings: list[str] = []
     broker = BrokerConfig()
     if broker_config is not None:
@@ -535,7 +555,12 @@ def _merge(configs: KafkaConfigs, topic: str, values: Mapping[str, Any], source:
 
 def configs_from_mappings(broker: Optional[Mapping[str, str]] = None,
                           topics: Optional[Mapping[str, Mapping[str, str]]] = None) -> KafkaConfigs:
-    """Configs from plain dicts (tests, notebooks): broker properties and topic → overrides."""
+    """Configs from plain dicts (tests, notebooks): ``broker`` properties (server.properties keys) and
+    ``topics``: topic → its overrides (topic-config keys), all values as strings. Example::
+
+        configs = kafkalog.configs_from_mappings({"log.retention.hours": "24"}, {"orders": {"cleanup.policy": "compact"}})
+        print(configs.for_topic("orders").compact, configs.for_topic("other").retention_ms)   # True 86400000
+    """
     warnings: list[str] = []
     configs = KafkaConfigs(
         broker=parse_broker_properties(broker or {}, source="broker", warnings=warnings), warnings=warnings)

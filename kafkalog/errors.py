@@ -10,7 +10,17 @@ from typing import Optional
 
 
 class KafkalogError(Exception):
-    """Base class. ``path`` and ``position`` locate the problem; ``hint`` says what to do."""
+    """Base class. ``message`` says what is wrong; ``path`` and ``position`` locate the problem;
+    ``hint`` says what to do (default: the class's ``default_hint``).
+
+    Example::
+
+        import kafkalog
+        try:
+            kafkalog.read_segment("logs/orders-0/00000000000000000000.log")
+        except kafkalog.KafkalogError as e:
+            print(e.path, e.position, e.message, e.hint)
+    """
 
     default_hint: str = ""
 
@@ -52,7 +62,16 @@ class KafkalogError(Exception):
 # --- log data -------------------------------------------------------------------------------
 
 class CorruptRecordError(KafkalogError):
-    """The bytes of a .log (or a record set) are not valid Kafka batches."""
+    """The bytes of a .log (or a record set) are not valid Kafka batches.
+
+    Example::
+
+        import kafkalog
+        try:
+            table = kafkalog.read_segment("damaged.log")
+        except kafkalog.CorruptRecordError as e:          # the valid prefix: read again with on_corrupt="stop"
+            table = kafkalog.read_segment("damaged.log", on_corrupt="stop")
+    """
 
     default_hint = (
         "the segment is damaged from here on; `kafkalog dump --files FILE` shows the valid "
@@ -74,7 +93,16 @@ class TruncatedBatchError(CorruptRecordError):
 
 
 class CrcMismatchError(CorruptRecordError):
-    """The stored CRC of a batch (CRC-32C) or legacy message (CRC-32) does not match its bytes."""
+    """The stored CRC of a batch (CRC-32C) or legacy message (CRC-32) does not match its bytes.
+
+    Example::
+
+        import kafkalog
+        try:
+            kafkalog.scan_batches("damaged.log")
+        except kafkalog.CrcMismatchError as e:
+            print("bad CRC at byte", e.position)
+    """
 
 
 class UnknownMagicError(CorruptRecordError):
@@ -112,7 +140,16 @@ class OutOfMemoryError(KafkalogError):
 # --- indexes --------------------------------------------------------------------------------
 
 class CorruptIndexError(KafkalogError):
-    """An .index/.timeindex/.txnindex file is malformed or fails Kafka's sanity check."""
+    """An .index/.timeindex/.txnindex file is malformed or fails Kafka's sanity check.
+
+    Example::
+
+        import kafkalog
+        try:
+            kafkalog.lookup_offsets("logs/orders-0", [1767841200000])
+        except kafkalog.CorruptIndexError as e:
+            print(e)      # names the index file; `kafkalog recover` or a reindex rebuilds it
+    """
 
     default_hint = "rebuild the index from its .log (Kafka's recovery does the same)"
 
@@ -132,14 +169,33 @@ class CheckpointError(KafkalogError):
 
 
 class LogDirLockedError(KafkalogError):
-    """A live process (a broker) holds the log dir's .lock."""
+    """A live process (a broker) holds the log dir's .lock.
+
+    Example::
+
+        import kafkalog
+        configs = kafkalog.configs_from_mappings(topics={"orders": {"cleanup.policy": "compact"}})
+        try:
+            kafkalog.clean_log_dir("logs", configs=configs, now_ms=1767841200000)
+        except kafkalog.LogDirLockedError as e:
+            print(e)      # names the holder: a broker, another job
+    """
 
     default_hint = "stop the broker that owns this log dir, or work on a copy"
 
 
 class OffsetOutOfRangeError(KafkalogError):
     """An offset below the log start offset or above the readable end (Kafka's
-    OffsetOutOfRangeException)."""
+    OffsetOutOfRangeException).
+
+    Example::
+
+        import kafkalog
+        try:
+            kafkalog.PartitionLog("logs/orders-0").translate_offset(10**12)
+        except kafkalog.OffsetOutOfRangeError as e:
+            print(e)
+    """
 
     default_hint = "ask for an offset between the log start offset and the log end offset (kafkalog offsets)"
 
@@ -173,7 +229,16 @@ class SymlinkRefusedError(KafkalogError):
 # --- configuration ---------------------------------------------------------------------------
 
 class ConfigError(KafkalogError):
-    """A Kafka configuration value is invalid (the message names the key and where it came from)."""
+    """A Kafka configuration value is invalid (the message names the key and where it came from).
+
+    Example::
+
+        import kafkalog
+        try:
+            kafkalog.configs_from_mappings(topics={"orders": {"retention.ms": "-5"}})
+        except kafkalog.ConfigError as e:
+            print(e)      # invalid value '-5' for retention.ms ...
+    """
 
     default_hint = "fix the value; the broker would refuse it too (see the key's range in Kafka's docs)"
 

@@ -10,6 +10,14 @@ from typing import NamedTuple, Optional
 
 
 class TopicPartition(NamedTuple):
+    """A ``topic`` and ``partition``; equal to the tuple ``(topic, partition)``.
+
+    Example::
+
+        import kafkalog
+        tp = kafkalog.TopicPartition("orders", 3)
+        print(str(tp), tp == ("orders", 3))      # orders-3 True
+    """
     topic: Optional[str]
     partition: Optional[int]
 

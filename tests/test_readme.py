@@ -62,7 +62,8 @@ def test_every_readme_command_runs_as_written(spark, tmp_path, monkeypatch, caps
     for name in ("spark-submit.sh", "jobs", "conf", "scripts", "examples"):
         source = REPO / name
         (shutil.copytree if source.is_dir() else shutil.copy2)(source, clone / name)
-    generate_demo_log_dir(clone / "demo-logs", partitions=3, records=20_000)    # what ./demo.sh generates
+    generate_demo_log_dir(clone / "demo-logs", partitions=3, records=20_000, consumer_groups=1,
+                          compacted_topic="demo-customers")                     # what ./demo.sh generates
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
                KAFKALOG_PYTHON=sys.executable, PYTHONPATH=str(REPO))
     monkeypatch.chdir(clone)

@@ -29,6 +29,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import pyarrow as pa
 
+from kafkalog.cleaner.log_dir_run import compact_summary, explain_text, finish_row
 from kafkalog.cleaner.partition_run import CLEANED, ERROR, ROW_FIELDS, WOULD_CLEAN, run_partition
 from kafkalog.fs.durable import fenced
 from kafkalog.fs.filesystem import refuse_uris
@@ -176,16 +177,6 @@ def interrupted_row(log_dir: str, folder: str) -> dict:
 
 # --- the job ---------------------------------------------------------------------------------
 
-def _finish_row(row: dict) -> dict:
-    out = dict(row)
-    out.pop("explain", None)
-    total = out.get("total_bytes")
-    out["bytes_before"] = total
-    out["bytes_after"] = (total - out["bytes_removed"]) if total is not None and out["bytes_removed"] is not None \
-        else total
-    return out
-
-
 def audit_rows(partitions: List[dict], *, run_id: str, run_at: int, now: int, dry_run: bool) -> List[dict]:
     rows = []
     for p in partitions:
@@ -200,32 +191,6 @@ def audit_rows(partitions: List[dict], *, run_id: str, run_at: int, now: int, dr
             markers_removed=p["markers_removed"], null_key_records_removed=p["records_null_key"],
             map_size=p["map_size"], duration_s=p["duration_s"]))
     return rows
-
-
-def _summary(partitions: List[dict]) -> dict:
-    def total(key):
-        return sum(p[key] or 0 for p in partitions)
-    statuses: Dict[str, int] = {}
-    outcomes: Dict[str, int] = {}
-    for p in partitions:
-        statuses[p["status"]] = statuses.get(p["status"], 0) + 1
-        outcomes[p["outcome"]] = outcomes.get(p["outcome"], 0) + 1
-    return dict(partitions=len(partitions), statuses=statuses, outcomes=outcomes, bytes_before=total("bytes_before"),
-                bytes_after=total("bytes_after"), bytes_removed=total("bytes_removed"),
-                records_read=total("records_read"), records_kept=total("records_kept"),
-                records_superseded=total("records_superseded"), tombstones_removed=total("tombstones_removed"),
-                aborted_records_removed=total("aborted_records_removed"), markers_removed=total("markers_removed"))
-
-
-def _explain_text(topic: str, partition: int, offset: int, rows: List[dict], asked: Dict[str, List[int]]) -> str:
-    matches = [r for r in rows if r["topic"] == topic and r["partition"] == partition]
-    if not matches:
-        return f"offset {offset}: no partition {topic}-{partition} in the log dirs"
-    r = matches[0]
-    offs = asked.get(r["partition_dir"], [])
-    if offset in offs and len(r["explain"] or []) == len(offs):
-        return r["explain"][offs.index(offset)]
-    return f"offset {offset}: partition not cleaned ({r['reason']})"
 
 
 def check_explain_targets(targets, folders) -> None:
@@ -278,8 +243,8 @@ def main(argv: Sequence[str], *, spark=None) -> int:
         rows = compact_folders(spark, folders, configs=configs, now=now, dry_run=args.dry_run, explain=asked)
         stage_s = time.monotonic() - stage_started
 
-    partitions = sorted((_finish_row(r) for r in rows), key=lambda p: (p["log_dir"], p["topic"], p["partition"]))
-    explained = [dict(topic=t, partition=n, offset=o, explanation=_explain_text(t, n, o, rows, asked))
+    partitions = sorted((finish_row(r) for r in rows), key=lambda p: (p["log_dir"], p["topic"], p["partition"]))
+    explained = [dict(topic=t, partition=n, offset=o, explanation=explain_text(t, n, o, rows, asked))
                  for t, n, o in args.explain]
     audit = None
     stopped = interrupts.received() is not None
@@ -288,7 +253,7 @@ def main(argv: Sequence[str], *, spark=None) -> int:
         audit = delta_tables.append_rows(spark, audit_input, AUDIT_SCHEMA, args.audit, engine=args.delta_engine,
                                          metadata={"job": JOB, "run_id": run_id, "dry_run": str(args.dry_run).lower()})
         progress(f"{len(audit_input)} partition rows appended to {args.audit} (Delta version {audit['version']})")
-    summary = _summary(partitions)
+    summary = compact_summary(partitions)
     summary.update(log_dirs_refused=refused, dry_run=bool(args.dry_run), now_ms=now,
                    duration_s=round(time.monotonic() - started, 3), stage_s=round(stage_s, 3))
     report = dict(job=JOB, run_id=run_id, now_ms=now, dry_run=bool(args.dry_run), summary=summary,

@@ -115,6 +115,9 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
                        help="a per-topic override, e.g. orders:retention.ms=3600000 (repeatable)")
     group.add_argument("--topic-config-file", action="append", default=[], metavar="TOPIC:PATH",
                        help="a .properties file of topic configs for TOPIC (repeatable)")
+    group.add_argument("--describe-configs", action="store_true",
+                       help="print every topic's effective configs and where each came from (as kafka-configs.sh "
+                            "--describe --all; same as `kafkalog configs --describe`), then stop: nothing is run")
     group.add_argument("--allow-absent-topic-configs", action="store_true",
                        help="let --topic-config/--topic-config-file name topics these log dirs do not hold (one "
                             "set of overrides for a whole cluster, run broker by broker); they are listed as "
@@ -201,6 +204,11 @@ def start_job(parser: argparse.ArgumentParser, argv: Sequence[str], check=None) 
     strict = strict_configs(getattr(parser, "job", None), args)
     configs = load_job_configs(args, strict=strict)
     log_dirs = resolve_log_dirs(args, configs)
+    if getattr(args, "describe_configs", False):        # what the job would use, before it runs
+        from kafkalog.config_describe import describe_configs, describe_lines
+        topics = topics_of_log_dirs(log_dirs) | set(configs.topic_named_in)
+        print("\n".join(describe_lines(describe_configs(configs, topics))))
+        raise SystemExit(0)
     check_topic_configs(args, configs, topics_of_log_dirs(log_dirs), strict=strict)
     run_at = now_ms()
     now = getattr(args, "now_ms", None)

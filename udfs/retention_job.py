@@ -12,7 +12,6 @@ the files' mtimes); deleted segments are renamed ``.deleted`` first and removed 
 """
 from __future__ import annotations
 
-import time
 from typing import Optional, Sequence
 
 import pyarrow as pa
@@ -23,8 +22,8 @@ from kafkalog.retention.delete_records import (apply_delete_records, describe, l
                                                plan_delete_records, read_offset_json_file, with_log_starts)
 from kafkalog.retention.deletion import run_tag
 from kafkalog.log.local_log import HW_MISSING_CHOICES, HW_MISSING_LOG_END, HW_MISSING_ZERO
-from kafkalog.retention.run import (ERROR, OUTCOME_SCHEMA, finish_log_dir, public_outcome, retain_partition,
-                                    retention_summary)
+from kafkalog.retention.log_dir_run import retention_report
+from kafkalog.retention.run import ERROR, OUTCOME_SCHEMA, finish_log_dir, public_outcome, retain_partition
 from kafkalog.tools.arguments import non_negative_int
 
 from udfs import delta_tables
@@ -170,19 +169,10 @@ def main(argv: Sequence[str], *, spark=None) -> int:
                                                        "executed": str(args.execute).lower()})
             progress(f"{len(rows)} decisions appended to {args.audit} (Delta version {audit['version']})")
 
-    summary = retention_summary(outcomes)
-    summary.update(log_dirs_refused=refused, dry_run=not args.execute, now_ms=now,
-                   duration_s=round(time.monotonic() - started, 3))
-    report = dict(
-        job=JOB, run_id=run_id, now_ms=now, executed=bool(args.execute),
-        high_watermark_missing=args.high_watermark_missing,
-        segments=[dict(topic=o["topic"], partition=o["partition"], base_offset=d["base_offset"], size=d["size"],
-                       decision=d["decision"], rule=d["rule"], reason=d["reason"], log_dir=o["log_dir"],
-                       largest_timestamp_ms=d["largest_timestamp_ms"])
-                  for o in outcomes for d in (o.get("decisions") or [])],
-        summary=summary,
-        partitions=[{k: v for k, v in o.items() if k != "decisions"} for o in outcomes],
-        checkpoints=checkpoints, audit=audit, delete_records=[r.to_dict() for r in deleted_records])
+    report = retention_report(outcomes, run_id=run_id, now_ms=now, executed=args.execute,
+                              hw_missing=args.high_watermark_missing, refused=refused, checkpoints=checkpoints,
+                              started=started, audit=audit, deleted_records=[r.to_dict() for r in deleted_records])
+    summary = report["summary"]
     _print_summary(report)
     write_report(args.report, report)
     write_html(args.html, report)

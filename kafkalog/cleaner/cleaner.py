@@ -529,33 +529,32 @@ def clean_partition(partition_dir, *, config: LogConfig, now_ms: int, broker: Br
                     force: bool = False, lock: bool = True, update_checkpoint: bool = True,
                     map_budget_bytes: Optional[int] = None, plan: Optional[PartitionPlan] = None
                     ) -> PartitionCleanResult:
-    """Clean one partition folder (one round). Refuses (``LogDirLockedError``) a log dir whose
-    ``.lock`` another process holds, and holds that lock while it works. ``offset_map``: a
-    precomputed map (the Spark job's); ``force``: clean even when the dirty ratio is too low;
-    ``record_decisions``: keep every record's reason (True), none (False), or only those of the
-    given offsets (for ``explain`` on a large partition); ``lock=False``: the caller already holds
-    the log dir's lock in another process (the Spark job's driver) — no lock check here;
-    ``update_checkpoint=False``: leave ``cleaner-offset-checkpoint`` to the caller (by default it is
-    updated right after the swap, as the broker does, under a lock that serialises concurrent
-    cleaners of one log dir); ``map_budget_bytes``: the key map's budget (default
-    ``map_budget(broker)``); ``plan``: the partition's plan, when the caller made it already.
-    Problems with the data are reported in ``result.error``; nothing is changed then, and a swap-in
-    that fails midway is finished or rolled back before this returns (``result.outcome``) — unless
-    the log dir's lock was lost (``durable.fenced``): then nothing at all is changed after the loss,
-    and the interrupted swap is left to ``kafkalog recover`` or the next run under a held lock."""
+    """Clean one partition folder (one round) as Kafka's log cleaner does. ``partition_dir``: the folder; ``config``:
+    its LogConfig; ``now_ms``: 'now'; ``broker``: broker-wide settings; ``dry_run``: change nothing; ``on_step``: called
+    after each swap-in step; ``offset_map``: a precomputed map (the Spark job's); ``force``: clean even when the dirty
+    ratio is too low; ``record_decisions``: keep every record's reason (True), none (False), or only those of the given
+    offsets; ``io_buffer_size``: the read buffer; ``high_watermark``: in place of the checkpoint's; ``lock=False``: the
+    caller holds the log dir's lock in another process (the Spark job's driver); ``update_checkpoint=False``: leave
+    ``cleaner-offset-checkpoint`` to the caller (by default updated right after the swap, as the broker does, under a
+    lock); ``map_budget_bytes``: the key map's budget (default ``map_budget(broker)``); ``plan``: the partition's plan.
+    Refuses (``LogDirLockedError``) a log dir whose ``.lock`` another process holds, and holds it while it works.
+    Problems with the data are reported in ``result.error``; nothing is changed then, and a swap-in that fails midway
+    is finished or rolled back before this returns (``result.outcome``) — unless the log dir's lock was lost
+    (``durable.fenced``): then nothing is changed after the loss; ``kafkalog recover`` or the next run finishes it. Example::
+
+        config = kafkalog.configs_from_mappings(topics={"orders": {"cleanup.policy": "compact"}}).for_topic("orders")
+        result = kafkalog.clean_partition("logs/orders-0", config=config, now_ms=1767841200000, dry_run=True)
+    """
     partition_dir = Path(partition_dir)
     log_dir = partition_dir.parent
-    if not lock:
-        return _clean_locked(partition_dir, config=config, now_ms=now_ms, broker=broker, offset_map=offset_map,
-                             dry_run=dry_run, on_step=on_step, record_decisions=record_decisions,
-                             io_buffer_size=io_buffer_size, high_watermark=high_watermark, force=force,
-                             update_checkpoint=update_checkpoint, map_budget_bytes=map_budget_bytes, plan=plan)
-    if is_locked(log_dir):
-        raise locked_refusal(log_dir)
     kwargs: Dict[str, Any] = dict(config=config, now_ms=now_ms, broker=broker, offset_map=offset_map, dry_run=dry_run,
                   on_step=on_step, record_decisions=record_decisions, io_buffer_size=io_buffer_size,
                   high_watermark=high_watermark, force=force, update_checkpoint=update_checkpoint,
                   map_budget_bytes=map_budget_bytes, plan=plan)
+    if not lock:
+        return _clean_locked(partition_dir, **kwargs)
+    if is_locked(log_dir):
+        raise locked_refusal(log_dir)
     if dry_run:
         return _clean_locked(partition_dir, **kwargs)
     with lock_log_dir(log_dir):
@@ -565,8 +564,13 @@ def clean_partition(partition_dir, *, config: LogConfig, now_ms: int, broker: Br
 def clean_log_dir(log_dir, *, configs: KafkaConfigs, now_ms: int, dry_run: bool = False,
                   on_step: Optional[StepHook] = None, record_decisions: bool = False,
                   partitions: Optional[Iterable[TopicPartition]] = None) -> List[PartitionCleanResult]:
-    """Clean every compacted live partition of a log dir (all eligible ones, not only the
-    filthiest), holding the dir's lock."""
+    """Clean every compacted live partition of a log dir (all eligible ones, not only the filthiest), holding the
+    dir's lock. ``log_dir``, ``configs``; ``now_ms``, ``dry_run``, ``on_step``, ``record_decisions``: as
+    :func:`clean_partition`; ``partitions``: only these TopicPartitions. Example::
+
+        configs = kafkalog.configs_from_mappings(topics={"orders": {"cleanup.policy": "compact"}})
+        print([r.outcome for r in kafkalog.clean_log_dir("logs", configs=configs, now_ms=1767841200000)])
+    """
     from kafkalog.log.logdir import scan_log_dir
 
     log_dir = Path(log_dir)

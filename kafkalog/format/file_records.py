@@ -383,7 +383,19 @@ def recovery_valid_bytes(buf, *, path=None) -> tuple[int, Optional[KafkalogError
 
 def scan_batches(path, *, verify_crc: bool = True, on_corrupt: str = "raise", max_bytes: Optional[int] = None,
                  engine: str = "auto") -> ScanResult:
-    """Walk a .log file (or any record-set file, local or a URI) and return its batches as an Arrow table."""
+    """Walk a .log file (or any record-set file, local or a URI) and return its batches as an Arrow table.
+
+    ``path``: the file; ``verify_crc``: check each v2 batch's CRC-32C; ``on_corrupt``: ``raise`` or
+    ``stop`` (keep the valid prefix, as Kafka's recovery does); ``max_bytes``: walk at most this many
+    bytes; ``engine``: ``auto``, ``python`` or ``accel``. The result's ``batches`` is one row per batch
+    header, ``valid_bytes`` where the walk ended.
+
+    Example::
+
+        import kafkalog
+        scan = kafkalog.scan_batches("logs/orders-0/00000000000000000000.log")
+        print(scan.batches.num_rows, "batches,", scan.valid_bytes, "valid bytes")
+    """
     with open_view(path) as f:
         return scan_buffer(f.array, path=path, verify_crc=verify_crc, on_corrupt=on_corrupt, max_bytes=max_bytes,
                            engine=engine, drop_pages=isinstance(f, MappedFile))

@@ -68,7 +68,16 @@ class LogDirCheckpoints:
 
 @dataclass
 class LocalLog:
-    """A partition folder loaded as a broker would load it (without recovering anything)."""
+    """A partition folder loaded as a broker would load it (without recovering anything): its
+    ``segments``, ``log_start_offset``, ``log_end_offset``, the checkpointed high watermark, and the
+    ``problems`` a broker would report. Made by :func:`load_partition_path`.
+
+    Example::
+
+        import kafkalog
+        log = kafkalog.load_partition_path("logs/orders-0")
+        print(log.log_start_offset, log.log_end_offset, log.high_watermark(), log.size)
+    """
 
     log_dir: Optional[Path]
     path: Path
@@ -205,7 +214,17 @@ def load_partition(partition_dir: PartitionDir, checkpoints: LogDirCheckpoints) 
 
 def load_partition_path(path: os.PathLike | str, *, log_dir: Optional[os.PathLike | str] = None,
                         checkpoints: Optional[LogDirCheckpoints] = None) -> LocalLog:
-    """List and load one partition folder (``log_dir`` defaults to its parent folder)."""
+    """List and load one partition folder as a broker loads it, reading nothing but names, sizes
+    and checkpoints. ``path``: the partition folder; ``log_dir``: its log dir (default: the parent
+    folder), whose checkpoint files hold the log start offset and high watermark; ``checkpoints``: those
+    files already read (``read_log_dir_checkpoints``), when loading many partitions.
+
+    Example::
+
+        import kafkalog
+        log = kafkalog.load_partition_path("logs/orders-0")
+        print([s.base_offset for s in log.segments], log.problems)
+    """
     path = Path(path)
     log_dir = path.parent if log_dir is None else Path(log_dir)
     if checkpoints is None:

@@ -161,7 +161,15 @@ def scan_partition_dir(path: PathLike, *, log_dir: Optional[PathLike] = None,
 def scan_log_dir(path: PathLike) -> LogDir:
     """List one log dir. A folder that is not a partition dir, or a malformed checkpoint or metadata
     file, is recorded in ``problems`` (a broker would refuse the dir); a log dir that does not
-    exist or is not a directory raises FileNotFoundError / NotADirectoryError."""
+    exist or is not a directory raises FileNotFoundError / NotADirectoryError. ``path``: the log dir.
+
+    Example::
+
+        import kafkalog
+        log_dir = kafkalog.scan_log_dir("logs")
+        for p in log_dir.partitions:
+            print(p.topic, p.partition, p.kind, len(p.segments))
+    """
     path = Path(path)
     require_dir(path)
     result = LogDir(path=path)
@@ -238,3 +246,24 @@ def scan_log_dirs(paths: Iterable[PathLike]) -> list[LogDir]:
                 log_dir.problems.append(
                     f"{partition_dir.path}: {kind} replica of {topic}-{partition} is in more than one log dir ({where})")
     return log_dirs
+
+
+def partition_folders(log_dir: PathLike) -> list[str]:
+    """Every folder directly inside a log dir, in name order, as the jobs list them: a folder that is
+    not a partition's is kept (its report row says so, as a broker refuses such a dir).
+
+    :param log_dir: the log dir
+    """
+    return [entry.path for entry in sorted(filesystem.scandir(log_dir), key=lambda e: e.name)
+            if entry.is_dir(follow_symlinks=False) and entry.name != REMOTE_INDEX_CACHE_DIR]
+
+
+def topic_of_folder(folder: PathLike) -> Optional[str]:
+    """The topic of a partition folder's name, or None when the name is not a partition folder's.
+
+    :param folder: the folder's path
+    """
+    try:
+        return parse_partition_dir_name(os.path.basename(folder))[0]
+    except KafkalogError:
+        return None

@@ -48,6 +48,17 @@ GIB = 1 << 30
 
 @dataclass(frozen=True)
 class ReadOptions:
+    """How a segment is read: ``verify_crc`` (check each v2 batch's CRC-32C), ``on_corrupt``
+    (``raise``, or ``stop`` to keep the valid prefix as Kafka's recovery does), ``max_batch_bytes`` (a
+    batch larger than this is corrupt), ``window_bytes`` (bytes decoded per window), ``engine`` and
+    ``threads`` (windows decoded at once; 0 = one per core, at most 4).
+
+    Example::
+
+        import kafkalog
+        options = kafkalog.ReadOptions(on_corrupt="stop", window_bytes=8 << 20)
+        reader = kafkalog.SegmentReader("logs/orders-0/00000000000000000000.log", options)
+    """
     verify_crc: bool = True
     on_corrupt: str = "raise"         # or "stop": keep the valid prefix, as Kafka's recovery does
     max_batch_bytes: int = codecs.DEFAULT_MAX_BATCH_BYTES
@@ -90,6 +101,16 @@ class SegmentReader:
 
     Windows of ``window_bytes`` are walked in file order, then checked (CRC) and decoded on a small
     thread pool — the numba kernel, the codecs and CRC-32C release the GIL — and yielded in order.
+    ``path``: the .log (or a URI); ``options``: a ReadOptions; ``topic``/``partition``: the columns'
+    values (default: from the folder's name); ``start``/``end``: a byte range of batch boundaries.
+
+    Example::
+
+        import kafkalog
+        reader = kafkalog.SegmentReader("logs/orders-0/00000000000000000000.log",
+                                        kafkalog.ReadOptions(on_corrupt="stop"))
+        rows = sum(batch.num_rows for batch in reader)
+        print(rows, reader.valid_bytes, reader.error)
     """
 
     def __init__(self, path, options: ReadOptions = ReadOptions(), *, topic: Optional[str] = None,
@@ -299,16 +320,31 @@ def even_window_bytes(file_bytes: int, window_bytes: int, threads: int) -> int:
 def iter_segment(path, *, topic: Optional[str] = None, partition: Optional[int] = None, start: int = 0,
                  end: Optional[int] = None, **options) -> Iterator[pa.RecordBatch]:
     """Stream a .log as ``pyarrow.RecordBatch``es of RECORD_SCHEMA, bounded by ``window_bytes``.
-    ``start``/``end``: read only the batches in that byte range (both batch boundaries, e.g. offset
-    index positions; ``end`` None = the end of the file)."""
+    ``path``: the .log (or a URI); ``topic``/``partition``: the columns' values (default: from the
+    folder's name); ``start``/``end``: read only the batches in that byte range (both batch boundaries,
+    e.g. offset index positions; ``end`` None = the end of the file); ``options``: ReadOptions' fields.
+
+    Example::
+
+        import kafkalog
+        for batch in kafkalog.iter_segment("logs/orders-0/00000000000000000000.log", window_bytes=16 << 20):
+            print(batch.num_rows)
+    """
     return iter(SegmentReader(path, ReadOptions(**options), topic=topic, partition=partition, start=start, end=end))
 
 
 def read_segment(path, *, topic: Optional[str] = None, partition: Optional[int] = None, **options) -> pa.Table:
     """Decode a whole .log into a ``pyarrow.Table``, one row per record in file order.
 
-    Options: verify_crc (True), on_corrupt ("raise" | "stop"), max_batch_bytes, window_bytes,
-    engine ("auto" | "python" | "accel").
+    ``path``: the .log (or a URI); ``topic``/``partition``: the columns' values (default: from the
+    folder's name). Options: verify_crc (True), on_corrupt ("raise" | "stop"), max_batch_bytes,
+    window_bytes, engine ("auto" | "python" | "accel").
+
+    Example::
+
+        import kafkalog
+        table = kafkalog.read_segment("logs/orders-0/00000000000000000000.log")
+        print(table.num_rows, table.column("offset")[0])
     """
     reader = SegmentReader(path, ReadOptions(**options), topic=topic, partition=partition)
     reader.keeps_all = True
@@ -373,6 +409,17 @@ def encode_records(table: pa.Table, *, compression=None, magic: int = 2, batch_b
     A record table cannot carry batches without records (the cleaner's empty batches): they have no
     rows. Code that must keep them (compaction's write-back) encodes them with
     ``record_batch.encode_batch([], base_offset=…, last_offset_delta=…, …)``.
+
+    ``table``: the records; ``magic``: 2 (v2 batches) or 0/1 (legacy messages); ``keep_batches``:
+    re-encode the table's own batches (default: when it has the batch columns); ``timestamp_type``:
+    CreateTime (0) or LogAppendTime (1) for new batches.
+
+    Example::
+
+        import kafkalog
+        table = kafkalog.read_segment("logs/orders-0/00000000000000000000.log")
+        data = kafkalog.encode_records(table, compression="zstd")
+        print(len(data), "bytes")
     """
     if "offset" not in table.column_names:
         raise ValueError("records need an 'offset' column")
@@ -429,7 +476,16 @@ def write_segment(directory, records: pa.Table, *, compression=None, magic: int 
     ``.timeindex`` Kafka's recovery builds for it (trimmed, final time entry). Returns the .log path.
 
     Every file is written to a temporary name, fsynced and renamed; an existing segment is refused
-    unless ``overwrite``.
+    unless ``overwrite``. ``compression``, ``magic``, ``batch_bytes``, ``keep_batches``,
+    ``timestamp_type``: as :func:`encode_records`; ``base_offset``: the segment's (default: the first
+    record's offset); ``index_interval_bytes``: the ``.index``'s spacing, as ``index.interval.bytes``.
+
+    Example::
+
+        import kafkalog
+        table = kafkalog.read_segment("logs/orders-0/00000000000000000000.log")
+        path = kafkalog.write_segment("out/orders-0", table, compression="zstd")
+        print(path)          # out/orders-0/00000000000000000000.log, with its .index and .timeindex
     """
     from kafkalog.index.builder import build_indexes
     from kafkalog.fs.names import format_segment_file_name

@@ -85,7 +85,14 @@ def recover_partition(partition_dir) -> PartitionRecovery:
     """Apply ``LogLoader.load``'s file clean-up (its first three steps) to one partition folder (the caller holds the log dir lock).
     Every deletion and rename goes through ``durable``, so under ``durable.fenced`` each one first
     checks that the lock is still held: a recovery whose lock is lost stops (``error``) and changes
-    nothing more."""
+    nothing more. ``partition_dir``: the partition folder. Returns what was deleted and renamed.
+
+    Example::
+
+        import kafkalog
+        report = kafkalog.recover_partition("logs/orders-0")
+        print(report.describe())
+    """
     d = Path(partition_dir)
     report = PartitionRecovery(d)
     try:
@@ -159,7 +166,16 @@ def _delete_orphaned_indexes(d: Path, report: PartitionRecovery) -> None:
 
 def recover_log_dirs(log_dirs: Iterable) -> List[PartitionRecovery]:
     """Recover every partition folder of the given log dirs, refusing a dir a live process holds (the
-    error names it: a broker, another kafkalog job, or an unknown process)."""
+    error names it: a broker, another kafkalog job, or an unknown process): finish or roll back an
+    interrupted swap-in, remove temporary files, as a broker's startup does. ``log_dirs``: the log dirs.
+
+    Example::
+
+        import kafkalog
+        for report in kafkalog.recover_log_dirs(["logs"]):
+            if report.changed:
+                print(report.describe())
+    """
     reports: List[PartitionRecovery] = []
     for log_dir in log_dirs:
         log_dir = Path(log_dir)

@@ -84,7 +84,14 @@ class PartitionLog:
     """One partition folder opened for lookups. Index files are read once, when a segment is
     first needed, and kept; ``.log`` files are read at positions (os.pread, or ranged GETs for a
     URI), only the byte ranges walked. Not thread-safe; cheap to open (lists the folder, reads the
-    checkpoints)."""
+    checkpoints). ``path``: the partition folder; ``log_dir``: its log dir (default: the parent);
+    ``topic_partition``: when the folder's name is not ``topic-N``; ``engine``: ``auto``/``python``/``accel``;
+    ``index_interval_bytes``: the topic's ``index.interval.bytes``. Example::
+
+        with kafkalog.PartitionLog.open("logs/orders-0") as log:
+            r = log.lookup(kafkalog.parse_time_spec("2026-01-08T03:00:00Z"))
+            print(r.offset, r.timestamp, log.high_watermark)
+    """
 
     def __init__(self, path: PathLike, *, log_dir: Optional[PathLike] = None,
                  topic_partition: Optional[TopicPartition] = None, engine: str = "auto",
@@ -516,7 +523,13 @@ def _epoch(h: HeaderArrays, j: int) -> int:
 
 def lookup_offsets(partition_dir: PathLike, targets: Sequence[int], *, isolation: str = ISOLATION_LOG_END,
                    **open_kwargs) -> List[LookupResult]:
-    """Open a partition folder, answer ``targets``, close it."""
+    """Open a partition folder (``partition_dir``), answer ``targets`` (timestamps >= 0 or -1 latest,
+    -2 earliest, -3 max-timestamp, -4 earliest-local, -5 latest-tiered) as ListOffsets does under
+    ``isolation`` (``log_end``, ``high_watermark`` or ``read_committed``), close it. Example::
+
+        for r in kafkalog.lookup_offsets("logs/orders-0", [-2, -1, 1767841200000]):
+            print(r.target, r.offset, r.timestamp)
+    """
     with PartitionLog.open(partition_dir, **open_kwargs) as log:
         return log.lookup_many(targets, isolation=isolation)
 

@@ -70,7 +70,11 @@ def parse_epoch_ms(text: str) -> int:
 def parse_time_spec(text: str) -> int:
     """A ListOffsets ``--time``: -1/-2/-3/-4/-5, a kafka-get-offsets.sh name (latest, earliest,
     max-timestamp, earliest-local, latest-tiered), epoch milliseconds >= 0, or an ISO-8601 date/time
-    (no zone -> UTC)."""
+    (no zone -> UTC). ``text``: what the user typed. Example::
+
+        import kafkalog
+        print(kafkalog.parse_time_spec("earliest"), kafkalog.parse_time_spec("2026-01-08T03:00:00Z"))   # -2 1767841200000
+    """
     s = text.strip()
     if s.lower() in TIME_NAMES:
         return TIME_NAMES[s.lower()]

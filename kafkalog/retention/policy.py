@@ -48,7 +48,18 @@ class LogState:
     one active, and the offsets with the high watermark already resolved
     (:func:`kafkalog.log.local_log.high_watermark`, under the caller's choice for a missing entry). Kept
     apart from the loaded ``LocalLog`` because the passes rewrite it (each pass drops a prefix and may
-    roll), and because the catalog-table path builds it from Arrow rows, with no folder behind it."""
+    roll), and because the catalog-table path builds it from Arrow rows, with no folder behind it.
+
+    Example::
+
+        import kafkalog
+        log = kafkalog.load_partition_path("logs/orders-0")
+        state = kafkalog.LogState(tuple(log.segments), log.log_start_offset, log.log_end_offset,
+                                  log.high_watermark())
+        config = kafkalog.configs_from_mappings(topics={"orders": {"retention.ms": "3600000"}}).for_topic("orders")
+        plan = kafkalog.plan_retention(state, config, now_ms=1767841200000)
+        print(len(plan.deleted), "segments,", plan.bytes_freed, "bytes; log start ->", plan.new_log_start_offset)
+    """
 
     segments: tuple[SegmentInfo, ...]
     log_start_offset: int
@@ -70,7 +81,21 @@ class SegmentDecision:
 
 @dataclass(frozen=True)
 class RetentionPlan:
-    """Every segment's decision, in offset order, and what deleting them does to the log."""
+    """Every segment's decision, in offset order, and what deleting them does to the log: ``decisions``
+    (base offset, size, delete or keep, the rule and the reason in words), the log start offset
+    before and after, ``roll_at`` (when the active segment is rolled to be deleted) and ``skipped``
+    (why no pass ran). Made by :func:`plan_retention`.
+
+    Example::
+
+        import kafkalog
+        log = kafkalog.load_partition_path("logs/orders-0")
+        state = kafkalog.LogState(tuple(log.segments), log.log_start_offset, log.log_end_offset,
+                                  log.high_watermark())
+        config = kafkalog.configs_from_mappings(topics={"orders": {"retention.ms": "3600000"}}).for_topic("orders")
+        plan = kafkalog.plan_retention(state, config, now_ms=1767841200000)
+        print(len(plan.deleted), "segments,", plan.bytes_freed, "bytes; log start ->", plan.new_log_start_offset)
+    """
 
     decisions: tuple[SegmentDecision, ...]
     log_start_offset: int                 # before
@@ -167,7 +192,21 @@ def _stop_reason(rule: str, log: LogState, segment: SegmentInfo, successor: Opti
 
 
 def plan_retention(log: LogState, config: LogConfig, now_ms: int, *, cleaner_enabled: bool = True) -> RetentionPlan:
-    """Decide every segment of one partition as ``deleteOldSegments`` would at ``now_ms``."""
+    """Decide every segment of one partition as ``deleteOldSegments`` would at ``now_ms`` (a pure
+    function: nothing is read or changed). ``log``: the partition's LogState; ``config``: its topic's
+    LogConfig (retention.ms, retention.bytes, cleanup.policy, ...); ``now_ms``: 'now' in epoch ms;
+    ``cleaner_enabled``: ``log.cleaner.enable`` (a compact,delete topic is retained only with it).
+
+    Example::
+
+        import kafkalog
+        log = kafkalog.load_partition_path("logs/orders-0")
+        state = kafkalog.LogState(tuple(log.segments), log.log_start_offset, log.log_end_offset,
+                                  log.high_watermark())
+        config = kafkalog.configs_from_mappings(topics={"orders": {"retention.ms": "3600000"}}).for_topic("orders")
+        plan = kafkalog.plan_retention(state, config, now_ms=1767841200000)
+        print(len(plan.deleted), "segments,", plan.bytes_freed, "bytes; log start ->", plan.new_log_start_offset)
+    """
     original = log
     rules: dict[int, str] = {}
     stop: dict[int, list[str]] = {}

@@ -98,7 +98,19 @@ def retain_partition(path: os.PathLike | str, *, log_dir: Optional[os.PathLike |
     ``delete_delay_ms`` overrides ``file.delete.delay.ms`` for removing ``.deleted`` files (0: at once).
     ``tag`` (``log_deletion.run_tag`` of the run id) lets a retried attempt of the same run report what
     an earlier one renamed; without it every call is a run of its own.
-    The caller holds the log dir's lock when executing and calls :func:`finish_log_dir` afterwards."""
+    The caller holds the log dir's lock when executing and calls :func:`finish_log_dir` afterwards
+    (:func:`retain_log_dir` does both). ``path``: the partition folder; ``log_dir``: its log dir (None:
+    the parent folder); ``configs``: the Kafka configs; ``now_ms``: 'now'; ``hw_missing``: what a
+    missing high-watermark entry means; ``execute``: apply; ``checkpoints``: the log dir's checkpoint
+    files already read.
+
+    Example::
+
+        import kafkalog
+        configs = kafkalog.configs_from_mappings(topics={"orders": {"retention.bytes": "1000000"}})
+        outcome = kafkalog.retain_partition("logs/orders-0", log_dir=None, configs=configs, now_ms=1767841200000)
+        print(outcome["status"], outcome["segments_deleted"], outcome["bytes_freed"])
+    """
     started = time.monotonic()
     path = Path(path)
     log_dir = path.parent if log_dir is None else Path(log_dir)

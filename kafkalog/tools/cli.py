@@ -155,6 +155,8 @@ def _add_demo(subparsers) -> None:
     p.add_argument("--topic", default="demo-orders", type=topic_name, help="the topic's name (default: demo-orders)")
     p.add_argument("--consumer-groups", type=non_negative_int, default=0, metavar="N",
                    help="also write __consumer_offsets with N consumer groups' commits on the topic (default: 0)")
+    p.add_argument("--compacted-topic", type=topic_name, metavar="TOPIC", help="also write TOPIC for compaction: keys, "
+                   "tombstones, an aborted and a committed transaction")
     p.set_defaults(handler=_run_demo)
 
 
@@ -534,8 +536,17 @@ def _add_diverge(subparsers) -> None:
     diverge_command.add_parser(subparsers, file_list=file_list, topic_name=topic_name, write_line=_write_line,
                                warn=_warn)
 
+
+NUMBA_CACHE_DIR = "/tmp/kafkalog-numba-cache"
+
+
+def _add_offline(subparsers) -> None:     # compact, retention, configs, spark: each in its own module
+    from kafkalog.tools import compact_command, configs_command, retention_command, spark_command
+    for command in (compact_command, retention_command, configs_command, spark_command):
+        command.add_parser(subparsers)
+
 SUBCOMMANDS: Sequence[Callable] = (_add_dump, _add_demo, _add_offsets, _add_fetch, _add_recover, _add_lag,
-                                     _add_delete_records, _add_diverge)
+                                     _add_delete_records, _add_diverge, _add_offline)
 
 
 # --- main -------------------------------------------------------------------------------------
@@ -552,6 +563,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """The console entry point: returns the exit code (0 ok, 1 bad input, 2 bad arguments)."""
+    # the kernels' cache scripts/bootstrap.sh warms (kafkalog.tools.warm.DEFAULT_CACHE_DIR, as the jobs use it)
+    os.environ.setdefault("NUMBA_CACHE_DIR", NUMBA_CACHE_DIR)
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -7,7 +7,7 @@ import argparse
 import random
 import uuid
 from pathlib import Path
-from typing import List
+from typing import List, Optional
 
 import pyarrow as pa
 
@@ -49,10 +49,13 @@ def _partition_records(rnd: random.Random, first_offset: int, n: int, keys: int)
 
 
 def generate_demo_log_dir(out, *, partitions: int = 3, records: int = 20_000, compression: str = "none",
-                          seed: int = 1, topic: str = DEMO_TOPIC, consumer_groups: int = 0) -> List[Path]:
+                          seed: int = 1, topic: str = DEMO_TOPIC, consumer_groups: int = 0,
+                          compacted_topic: Optional[str] = None) -> List[Path]:
     """Write a new log dir at ``out`` (created, or an existing empty folder); returns the .log files
     written. Anything already there is refused (UsageError) before a byte is written: a log dir's
-    meta.properties and checkpoints would be overwritten."""
+    meta.properties and checkpoints would be overwritten. ``consumer_groups``: also write that many
+    groups' commits in ``__consumer_offsets``; ``compacted_topic``: also write a topic for compaction
+    (keys, tombstones, an aborted and a committed transaction: ``kafkalog.tools.demo_compacted``)."""
     out = Path(out)
     prepare_new_dir(out, what="the demo log dir")
     rnd = random.Random(seed)
@@ -75,6 +78,11 @@ def generate_demo_log_dir(out, *, partitions: int = 3, records: int = 20_000, co
         for (t, p), end in write_consumer_offsets(out, topic=topic, partitions=partitions, records=records,
                                                   groups=consumer_groups, rnd=rnd).items():
             recovery[(t, p)] = hw[(t, p)] = end
+    if compacted_topic:
+        from kafkalog.tools.demo_compacted import write_compacted_topic
+        written = write_compacted_topic(out, topic=compacted_topic, start_ms=START_MS, rnd=rnd)
+        recovery[(compacted_topic, 0)] = hw[(compacted_topic, 0)] = written.log_end_offset
+        logs.extend(sorted(Path(written.folder).glob("*.log")))
     write_offset_checkpoint(out / RECOVERY_POINT_CHECKPOINT, recovery)
     write_offset_checkpoint(out / REPLICATION_OFFSET_CHECKPOINT, hw)
     write_offset_checkpoint(out / LOG_START_OFFSET_CHECKPOINT, {})
@@ -110,12 +118,17 @@ def prepare_new_dir(out: Path, *, what: str) -> None:
 def main(args: argparse.Namespace) -> int:
     topic = getattr(args, "topic", DEMO_TOPIC)
     groups = getattr(args, "consumer_groups", 0)
+    compacted = getattr(args, "compacted_topic", None)
     logs = generate_demo_log_dir(args.out, partitions=args.partitions, records=args.records,
-                                 compression=args.compression, seed=args.seed, topic=topic, consumer_groups=groups)
+                                 compression=args.compression, seed=args.seed, topic=topic, consumer_groups=groups,
+                                 compacted_topic=compacted)
     total = sum(p.stat().st_size for p in logs)
     print(f"Wrote {len(logs)} segments ({total:,} bytes) in {args.partitions} partitions of {topic} under "
           f"{args.out}")
     print(f"Next: kafkalog dump --files {logs[0]} --deep-iteration | head -n 5")
     if groups:
         print(f"Consumer groups: {groups} in __consumer_offsets; next: kafkalog lag --log-dirs {args.out}")
+    if compacted:
+        print(f"Compacted topic: {compacted}-0 (keys, tombstones, an aborted and a committed transaction); next: "
+              f"kafkalog compact --log-dir {args.out} --topic-config {compacted}:cleanup.policy=compact --dry-run")
     return 0

@@ -2,15 +2,18 @@
 
 A kernel is compiled the first time it is called in a process with no cached copy, and a Spark
 job's Python workers would each do that in their first task (~20-30 s on two cores). This module
-does the work once on a small generated log — write it (none, lz4, zstd), decode it, clean it — in
+does the work once on a small generated log — write it (none, lz4, zstd), decode it, look up a time in
+it, dump it, clean it — in
 the cache the jobs use (``NUMBA_CACHE_DIR``, ``/tmp/kafkalog-numba-cache`` unless set, as
 ``udfs.session`` and ``conf/spark-defaults.conf`` set it), so that local workers load the kernels
-instead. ``scripts/bootstrap.sh`` runs it; running it again only loads what is cached.
+instead; the ``kafkalog`` commands read the same cache. ``scripts/bootstrap.sh`` runs it; running it
+again only loads what is cached.
 
     python -m kafkalog.tools.warm
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import tempfile
@@ -20,6 +23,8 @@ from pathlib import Path
 from kafkalog.cleaner import clean_partition, key_map
 from kafkalog.config import configs_from_mappings
 from kafkalog.log.records_io import iter_segment
+from kafkalog.lookup.partition_log import lookup_offsets
+from kafkalog.tools.cli import main as cli
 from kafkalog.tools.demo import DEMO_TOPIC, START_MS, generate_demo_log_dir
 
 DEFAULT_CACHE_DIR = "/tmp/kafkalog-numba-cache"
@@ -42,6 +47,9 @@ def warm(work: Path) -> int:
             out = work / codec
             for log in generate_demo_log_dir(out, partitions=1, records=RECORDS, compression=codec):
                 records += sum(batch.num_rows for batch in iter_segment(log))
+            for folder in sorted(p for p in out.iterdir() if p.is_dir()):   # `kafkalog offsets --time`'s kernels
+                lookup_offsets(folder, [START_MS + 3_600_000, -3])
+            dump_quietly(min(out.rglob("*.log")))         # base offset 0: nothing to report on stderr
             for folder in sorted(p for p in out.iterdir() if p.is_dir()):
                 result = clean_partition(folder, config=configs.for_topic(DEMO_TOPIC), now_ms=START_MS + 10 ** 9,
                                          broker=configs.broker, record_decisions=False,
@@ -52,6 +60,15 @@ def warm(work: Path) -> int:
     finally:
         key_map.INITIAL_CAPACITY = initial
     return records
+
+
+def dump_quietly(log: Path) -> None:
+    """Run ``kafkalog dump`` on ``log`` (text with records, and JSON), its output thrown away: the dump's
+    record-line kernels compile too (the demo's first command)."""
+    with open(os.devnull, "w") as devnull, contextlib.redirect_stdout(devnull):
+        for extra in ([], ["--json"]):
+            if cli(["dump", "--files", str(log), "--deep-iteration", "--print-data-log", *extra]) != 0:
+                raise RuntimeError(f"kafkalog dump of the warm-up segment {log} failed")
 
 
 def main() -> int:

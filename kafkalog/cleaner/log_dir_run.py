@@ -1,0 +1,129 @@
+"""Compaction of one whole log dir in this process, as the Spark job does it for many: hold the
+dir's lock (unless a dry run), run :func:`kafkalog.cleaner.partition_run.run_partition` on every
+partition folder, and build the job's JSON report. ``kafkalog compact`` calls :func:`compact_log_dir`;
+the Spark job builds its rows and summary with :func:`finish_row` and :func:`compact_summary`, so
+both reports have one shape.
+"""
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from kafkalog.cleaner.cleaner import map_budget
+from kafkalog.cleaner.partition_run import run_partition
+from kafkalog.config import KafkaConfigs
+from kafkalog.fs.durable import fenced
+from kafkalog.fs.lock import held_fences, holder_and_hint, is_locked, lock_log_dir, locked_refusal
+from kafkalog.log.logdir import partition_folders, topic_of_folder
+
+JOB = "compact"
+
+
+def finish_row(row: dict) -> dict:
+    """A partition's report row as the report lists it: without ``explain``, with ``bytes_before`` and
+    ``bytes_after``.
+
+    :param row: ``run_partition``'s row
+    """
+    out = dict(row)
+    out.pop("explain", None)
+    total = out.get("total_bytes")
+    out["bytes_before"] = total
+    out["bytes_after"] = (total - out["bytes_removed"]) if total is not None and out["bytes_removed"] is not None \
+        else total
+    return out
+
+
+def compact_summary(partitions: List[dict]) -> dict:
+    """The report's totals: partitions by status and outcome, bytes and records.
+
+    :param partitions: the finished rows (``finish_row``)
+    """
+    def total(key):
+        return sum(p[key] or 0 for p in partitions)
+    statuses: Dict[str, int] = {}
+    outcomes: Dict[str, int] = {}
+    for p in partitions:
+        statuses[p["status"]] = statuses.get(p["status"], 0) + 1
+        outcomes[p["outcome"]] = outcomes.get(p["outcome"], 0) + 1
+    return dict(partitions=len(partitions), statuses=statuses, outcomes=outcomes, bytes_before=total("bytes_before"),
+                bytes_after=total("bytes_after"), bytes_removed=total("bytes_removed"),
+                records_read=total("records_read"), records_kept=total("records_kept"),
+                records_superseded=total("records_superseded"), tombstones_removed=total("tombstones_removed"),
+                aborted_records_removed=total("aborted_records_removed"), markers_removed=total("markers_removed"))
+
+
+def explain_text(topic: str, partition: int, offset: int, rows: List[dict], asked: Dict[str, List[int]]) -> str:
+    """The answer to ``--explain TOPIC:PARTITION:OFFSET`` from the run's rows.
+
+    :param rows: ``run_partition``'s rows (with ``explain``)
+    :param asked: partition folder -> the offsets asked about there
+    """
+    matches = [r for r in rows if r["topic"] == topic and r["partition"] == partition]
+    if not matches:
+        return f"offset {offset}: no partition {topic}-{partition} in the log dirs"
+    r = matches[0]
+    offs = asked.get(r["partition_dir"], [])
+    if offset in offs and len(r["explain"] or []) == len(offs):
+        return r["explain"][offs.index(offset)]
+    return f"offset {offset}: partition not cleaned ({r['reason']})"
+
+
+def compact_log_dir(log_dir: os.PathLike | str, *, configs: KafkaConfigs, now_ms: Optional[int] = None,
+                    dry_run: bool = False, topics: Optional[set] = None,
+                    explain: Sequence[Tuple[str, int, int]] = ()) -> dict:
+    """Compact every compacted partition of one log dir in this process, one partition after the
+    other; returns the report the Spark job writes (``partitions``, ``summary``, ``explain``).
+
+    Unless ``dry_run`` the dir's ``.lock`` is held for the whole run and a dir another process holds
+    (a running broker, another job) raises ``LogDirLockedError`` before anything is read; a dry run of
+    a locked dir goes on, with the holder in ``summary.warnings``. A partition's trouble is its row's
+    ``status: error`` (nothing of it changed); the others go on. The key map's budget is the whole
+    ``log.cleaner.dedupe.buffer.size`` (one partition at a time, as one cleaner thread).
+
+    :param log_dir: the Kafka log dir
+    :param configs: the Kafka configs (``load_configs`` / ``configs_from_mappings``)
+    :param now_ms: 'now' in epoch ms (default: the wall clock): delete horizons, compaction lags
+    :param dry_run: compute everything, change nothing
+    :param topics: only these topics' folders (None: every folder)
+    :param explain: (topic, partition, offset) records to explain (kept or removed, and why)
+    """
+    started = time.monotonic()
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    log_dir = os.fspath(log_dir)
+    warnings = []
+    if is_locked(log_dir):
+        if not dry_run:
+            raise locked_refusal(log_dir, doing="compacting")
+        who, _hint = holder_and_hint(log_dir)
+        warnings.append(f"{log_dir}: its .lock is held by {who}; dry run only — a real run refuses it")
+    folders = [f for f in partition_folders(log_dir) if topics is None or topic_of_folder(f) in topics]
+    asked: Dict[str, List[int]] = {}
+    for topic, partition, offset in explain:
+        for folder in folders:
+            if os.path.basename(folder) == f"{topic}-{partition}":
+                asked.setdefault(folder, []).append(offset)
+    budget = map_budget(configs.broker, concurrent_cleaners=1)
+
+    def run() -> List[dict]:
+        return [run_partition(log_dir, folder, configs=configs, now_ms=now_ms, dry_run=dry_run,
+                              explain=asked.get(folder, []), map_budget_bytes=budget) for folder in folders]
+    if dry_run:
+        rows = run()
+    else:
+        with lock_log_dir(log_dir):
+            with fenced(held_fences().values()):
+                rows = run()
+    partitions = sorted((finish_row(r) for r in rows), key=lambda p: (p["topic"], p["partition"]))
+    summary = compact_summary(partitions)
+    summary.update(log_dirs_refused=[], dry_run=bool(dry_run), now_ms=now_ms,
+                   duration_s=round(time.monotonic() - started, 3), warnings=warnings)
+    explained = [dict(topic=t, partition=n, offset=o, explanation=explain_text(t, n, o, rows, asked))
+                 for t, n, o in explain]
+    return dict(job=JOB, run_id=uuid.uuid4().hex, now_ms=now_ms, dry_run=bool(dry_run), summary=summary,
+                partitions=partitions, explain=explained, audit=None)
+
+
+__all__ = ["JOB", "compact_log_dir", "compact_summary", "explain_text", "finish_row"]
