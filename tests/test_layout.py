@@ -30,7 +30,7 @@ LAYERS: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
     ("log", ("kafkalog.log", "kafkalog.config")),
     # decisions over the log: what to delete, compact, find, read
     ("decisions", ("kafkalog.retention", "kafkalog.cleaner", "kafkalog.lookup", "kafkalog.coordinator",
-                   "kafkalog.metadata", "kafkalog.source", "kafkalog.catalog")),
+                   "kafkalog.metadata", "kafkalog.source", "kafkalog.catalog", "kafkalog.config_describe")),
     # what users call: the API, the CLI and its tools, HTML reports, test helpers and the broker harness
     ("surface", ("kafkalog", "kafkalog.report_html", "kafkalog.tools", "kafkalog.testing")),
     ("spark", ("udfs",)),

@@ -81,12 +81,19 @@ def _java() -> str:
 
 def _py_files_zip() -> Path:
     """kafkalog + udfs as one zip for ``--py-files`` (executors that do not have them installed), cached."""
+    import importlib.util
+
     import kafkalog
-    import udfs
     from kafkalog import __version__
+    # located, not imported: the command only ships udfs' files to spark-submit (the layers keep the
+    # core below the Spark glue, so nothing in kafkalog runs udfs' code)
+    udfs_spec = importlib.util.find_spec("udfs")
+    if udfs_spec is None or not udfs_spec.origin:
+        raise UsageError("the Spark glue (package udfs) is not installed beside kafkalog",
+                         hint="pip install kafkalog[spark]")
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
     target = cache / "kafkalog" / f"kafkalog-py-{__version__}.zip"
-    roots = [Path(kafkalog.__file__).parent, Path(udfs.__file__).parent]
+    roots = [Path(kafkalog.__file__).parent, Path(udfs_spec.origin).parent]
     sources = [p for r in roots for p in r.rglob("*.py") if "__pycache__" not in p.parts]
     if target.exists() and target.stat().st_mtime >= max(p.stat().st_mtime for p in sources):
         return target
