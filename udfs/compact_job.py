@@ -29,6 +29,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import pyarrow as pa
 
+from kafkalog.cleaner.clean_options import CleanOptions
 from kafkalog.cleaner.partition_run import CLEANED, ERROR, ROW_FIELDS, WOULD_CLEAN, run_partition
 from kafkalog.log.durable import fenced
 from kafkalog.log.filesystem import refuse_uris
@@ -133,7 +134,7 @@ def compact_folders(spark, folders: Sequence[Tuple[str, str]], *, configs, now: 
 
     if not folders:
         return []
-    budget = map_budget_per_task(spark, configs)
+    options = CleanOptions(dry_run=dry_run, map_budget_bytes=map_budget_per_task(spark, configs))
     order = sorted(folders, key=lambda df: -_log_bytes(df[1]))
 
     fences = held_fences()       # the driver's locks: a worker changes nothing once they are gone
@@ -145,8 +146,8 @@ def compact_folders(spark, folders: Sequence[Tuple[str, str]], *, configs, now: 
             for i in batch.column(0).to_pylist():
                 log_dir, folder = order[i]
                 with fenced([fences.get(log_dir)]):
-                    rows.append(run_partition(log_dir, folder, configs=configs, now_ms=now, dry_run=dry_run,
-                                              explain=explain.get(folder, []), map_budget_bytes=budget))
+                    rows.append(run_partition(log_dir, folder, configs=configs, now_ms=now, options=options,
+                                              explain=explain.get(folder, [])))
                 counter.add(folder, rows[-1])
             if rows:
                 yield pa.RecordBatch.from_pylist(rows, schema=ROW_SCHEMA)

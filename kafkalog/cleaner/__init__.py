@@ -22,6 +22,7 @@ Modules, one Kafka concept each:
 * ``partition_run``        one partition's round as a job runs it, and its report row
   (the partition's offsets and the swap recovery live in ``kafkalog.log``: local_log, recover)
 """
+from kafkalog.cleaner.clean_options import CleanOptions
 from kafkalog.cleaner.cleanable import CleanableOffsets, NotCleanableReason, cleanable_offsets
 from kafkalog.cleaner.cleaner import build_partition_offset_map, clean_log_dir, clean_partition, offset_map_entries
 from kafkalog.cleaner.plan import PartitionPlan, plan_partition
@@ -32,7 +33,7 @@ from kafkalog.log.recover import PartitionRecovery, recover_log_dirs, recover_pa
 from kafkalog.cleaner.segment_grouping import group_segments_by_size
 
 __all__ = [
-    "BatchRetention", "CleanableOffsets", "ExactOffsetMap", "FilterCounts", "NotCleanableReason",
+    "BatchRetention", "CleanOptions", "CleanableOffsets", "ExactOffsetMap", "FilterCounts", "NotCleanableReason",
     "OffsetMap", "PartitionCleanResult", "PartitionPlan", "PartitionRecovery", "RecordReason",
     "build_partition_offset_map", "clean_log_dir", "clean_partition", "cleanable_offsets", "group_segments_by_size",
     "offset_map_entries", "plan_partition", "recover_log_dirs", "recover_partition",

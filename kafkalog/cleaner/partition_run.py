@@ -11,11 +11,13 @@ leaves no temporary file behind.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Sequence
 
 from kafkalog.errors import KafkalogError
 from kafkalog.log.names import KRAFT_METADATA_TOPIC, parse_partition_dir_name
+from kafkalog.cleaner.clean_options import CleanOptions
 from kafkalog.cleaner.cleanable import NotCleanableReason
 from kafkalog.cleaner.cleaner import clean_partition
 from kafkalog.cleaner.plan import plan_partition
@@ -73,10 +75,21 @@ def _fill_result(row: dict, result: PartitionCleanResult, dry_run: bool) -> None
                map_budget=stats.budget if stats else None, map_bytes=stats.bytes if stats else None)
 
 
-def run_partition(log_dir: str, folder: str, *, configs, now_ms: int, dry_run: bool,
-                  explain: Sequence[int] = (), map_budget_bytes: Optional[int] = None) -> dict:
+def run_partition(log_dir: str, folder: str, *, configs, now_ms: int, options: CleanOptions = CleanOptions(),
+                  explain: Sequence[int] = ()) -> dict:
     """Plan and (unless not cleanable) clean one partition folder; the caller holds the log dir's
-    lock. Returns its report row (``ROW_FIELDS``); never raises for a problem of this partition."""
+    lock. Returns its report row (``ROW_FIELDS``); never raises for a problem of this partition.
+
+    :param log_dir: the log dir (for the row).
+    :param folder: the partition folder.
+    :param configs: the broker's and the topics' configs.
+    :param now_ms: the time every time-based rule is evaluated at.
+    :param options: how the round runs (``dry_run``, ``map_budget_bytes``, ``engine``...); the lock is
+        the caller's and the reasons kept are those ``explain`` asks for.
+    :param explain: offsets whose fate the row's ``explain`` says.
+    """
+    dry_run = options.dry_run
+    options = replace(options, lock=False, record_decisions=set(explain) or False)
     started = time.monotonic()
     row = {f: None for f in ROW_FIELDS}
     row.update(log_dir=log_dir, partition_dir=folder, explain=[], outcome=OUTCOME_NOT_NEEDED)
@@ -116,8 +129,7 @@ def run_partition(log_dir: str, folder: str, *, configs, now_ms: int, dry_run: b
                 row["reason"] = _cleanable_reason(o, config)
                 try:
                     result = clean_partition(folder, config=config, now_ms=now_ms, broker=configs.broker,
-                                             dry_run=dry_run, record_decisions=set(explain) or False, lock=False,
-                                             map_budget_bytes=map_budget_bytes, plan=plan)
+                                             options=options, plan=plan)
                 except MemoryError:
                     if not dry_run and pending_swap_files(folder):   # never leave this round's temporary files
                         recover_partition(folder)
