@@ -105,6 +105,20 @@ def test_the_table_answers_as_a_dict(ops, absent, weak):
         assert _get(m, src, p, len(k), weak) == model.get(k, km.NOT_FOUND)
 
 
+@pytest.mark.parametrize("length", [8, 9, 15, 16, 17, 24, 31])
+def test_keys_alike_but_for_one_byte_are_told_apart(length):
+    """Keys of one length (one probe chain under the weak hash) that differ in one byte only, at every
+    position: in the first inline word, the second, or the tail held in the arena."""
+    base = bytes(range(1, length + 1))
+    keys = [base] + [base[:i] + b"\xff" + base[i + 1:] for i in range(length)]
+    src, pos = _buffer(keys)
+    m = km.KeyMap(km.MIN_BUDGET * 16, 0.9, weak_hash=True, max_records=len(keys))
+    for i, (k, p) in enumerate(zip(keys, pos)):
+        _put(m, src, p, length, 100 + i, True)
+    assert len(m) == len(keys)
+    assert [_get(m, src, p, length, True) for p in pos] == [100 + i for i in range(len(keys))]
+
+
 def test_a_probe_chain_wraps_around_the_last_slot():
     """Keys whose home slot is the last one continue at slot 0, 1, ... and are all found."""
     m = km.KeyMap(km.MIN_BUDGET, 1.0, max_records=km.MIN_CAPACITY - 1)
