@@ -130,7 +130,8 @@ def run_ours(logs: Path, log=print) -> dict:
     configs = _configs()
     tiny = _fresh(ensure_data("tiny", log=log), "broker-cleaner-tiny")
     for p in sorted(d for d in tiny.iterdir() if d.is_dir()):       # kernels compiled/loaded
-        clean_partition(p, config=configs.for_topic(TOPIC), now_ms=NOW, broker=configs.broker, options=CleanOptions(record_decisions=False))
+        clean_partition(p, config=configs.for_topic(TOPIC), now_ms=NOW, broker=configs.broker,
+                        options=CleanOptions(record_decisions=False))
     work = _fresh(logs, "broker-cleaner-ours")
     for f in work.rglob("*.log"):                                     # warm page cache
         with open(f, "rb") as fh:
@@ -142,7 +143,8 @@ def run_ours(logs: Path, log=print) -> dict:
         part = work / f"{TOPIC}-{p}"
         size = _log_bytes(part)
         t0 = time.perf_counter()
-        r = clean_partition(part, config=configs.for_topic(TOPIC), now_ms=NOW, broker=configs.broker, options=CleanOptions(record_decisions=False))
+        r = clean_partition(part, config=configs.for_topic(TOPIC), now_ms=NOW, broker=configs.broker,
+                            options=CleanOptions(record_decisions=False))
         wall = time.perf_counter() - t0
         if not r.cleaned:
             raise SystemExit(f"clean_partition did not clean {part}: {r.error or r.skipped_reason}")

@@ -287,7 +287,8 @@ def measure_single(logs: Path, name: str) -> dict:
     work = _fresh(logs, name)
     parts = sorted(p for p in work.iterdir() if p.is_dir())
     t0 = time.perf_counter()
-    results = [clean_partition(p, config=configs.for_topic(TOPIC), now_ms=NOW, broker=configs.broker, options=CleanOptions(record_decisions=False)) for p in parts]
+    results = [clean_partition(p, config=configs.for_topic(TOPIC), now_ms=NOW, broker=configs.broker,
+                               options=CleanOptions(record_decisions=False)) for p in parts]
     wall = time.perf_counter() - t0
     bad = [r.error or r.skipped_reason for r in results if not r.cleaned]
     if bad:

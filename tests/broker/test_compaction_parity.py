@@ -345,7 +345,8 @@ def clean_ours(copy: RoundCopy, broker_props: Dict[str, str], tmp: Path):
     out = []
     for decisions in (False, True):
         part = _copy_partition(copy.before, tmp / f"ours-{copy.topic}-{copy.round}-{decisions}")
-        result = clean_partition(part, config=cfg.for_topic(copy.topic), now_ms=copy.now_ms, broker=cfg.broker, options=CleanOptions(high_watermark=copy.high_watermark, record_decisions=decisions))
+        result = clean_partition(part, config=cfg.for_topic(copy.topic), now_ms=copy.now_ms, broker=cfg.broker,
+                                 options=CleanOptions(high_watermark=copy.high_watermark, record_decisions=decisions))
         assert result.error is None and result.skipped_reason is None, (result.error, result.skipped_reason)
         out.append((part, result))
     (a, result), (b, _) = out

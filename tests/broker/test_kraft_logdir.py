@@ -110,7 +110,8 @@ def test_every_job_leaves_the_metadata_log_alone_and_the_broker_restarts(kraft, 
     # through the library and through the compact job's per-folder function
     clean_log_dir(data, configs=configs, now_ms=now)
     with lock_log_dir(data):
-        compacted = {Path(folder).name: run_partition(os.fspath(data), folder, configs=configs, now_ms=now, options=CleanOptions(dry_run=False)) for _, folder in folders}
+        compacted = {Path(folder).name: run_partition(os.fspath(data), folder, configs=configs, now_ms=now,
+                                                      options=CleanOptions(dry_run=False)) for _, folder in folders}
     assert compacted[METADATA]["status"] == "skipped", compacted[METADATA]
     assert compacted["kr-compact-0"]["status"] != "error", compacted["kr-compact-0"]
 

@@ -58,7 +58,8 @@ def clean_a_copy(template: Path, log_dir: Path, config):
     """Clean a copy of the template's log dir, uninterrupted: (result, steps taken, records after)."""
     shutil.copytree(template.parent, log_dir)
     steps = []
-    res = clean_partition(log_dir / template.name, config=config, now_ms=NOW, options=CleanOptions(on_step=lambda step, path: steps.append(step)))
+    res = clean_partition(log_dir / template.name, config=config, now_ms=NOW,
+                          options=CleanOptions(on_step=lambda step, path: steps.append(step)))
     return res, steps, state(log_dir / template.name)
 
 
@@ -233,7 +234,8 @@ def test_no_round_on_top_of_an_interrupted_swap(tmp_path):
     steps = []
     probe = tmp_path / "probe"
     shutil.copytree(template.parent, probe)
-    clean_partition(probe / template.name, config=config, now_ms=NOW, options=CleanOptions(on_step=lambda s, p: steps.append(s)))
+    clean_partition(probe / template.name, config=config, now_ms=NOW,
+                    options=CleanOptions(on_step=lambda s, p: steps.append(s)))
     after = state(probe / template.name)
     crash_at = next(i for i, s in enumerate(steps) if s == STEP_INSTALL)       # mid-swap
     run = tmp_path / "run"
@@ -257,7 +259,8 @@ def test_no_round_on_top_of_an_interrupted_swap(tmp_path):
 
 def test_the_checkpoint_can_be_left_to_the_caller(tmp_path):
     template = write_partition(tmp_path / "logs", crash_log())
-    res = clean_partition(template, config=grouped_config(template), now_ms=NOW, options=CleanOptions(update_checkpoint=False))
+    res = clean_partition(template, config=grouped_config(template), now_ms=NOW,
+                          options=CleanOptions(update_checkpoint=False))
     before = read_offset_checkpoint(template.parent / CLEANER_OFFSET_CHECKPOINT)
     assert res.cleaned and (TOPIC, 0) not in before
     assert clean_partition(template, config=grouped_config(template), now_ms=NOW).cleaned    # same range again
@@ -308,7 +311,8 @@ def test_what_a_rerun_after_a_kill_at_any_step_guarantees(tmp_path):
         run = tmp_path / f"kill{k}"
         shutil.copytree(template.parent, run)
         d = run / template.name
-        killed_in_child(k, lambda hook: clean_partition(d, config=config, now_ms=NOW, options=CleanOptions(on_step=hook)))
+        killed_in_child(k, lambda hook: clean_partition(d, config=config, now_ms=NOW,
+                                                        options=CleanOptions(on_step=hook)))
         assert all(r.error is None for r in recover_log_dirs([run]))
         again = clean_partition(d, config=config, now_ms=NOW)
         assert again.error is None and (again.cleaned or steps[k] == "checkpoint-written"), (k, again.error)
