@@ -48,7 +48,7 @@ checkpoint is never rewritten in dry-run mode (a broker rewrites an out-of-range
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 

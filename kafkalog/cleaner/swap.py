@@ -8,7 +8,7 @@ from __future__ import annotations
 import fcntl
 import os
 from pathlib import Path
-from typing import Callable, List, Optional
+from typing import List, Optional
 
 import numpy as np
 
