@@ -33,6 +33,7 @@ from pathlib import Path
 
 from bench.compact import NOW, ROOT, TOPIC, _configs, _fresh, ensure_data
 from bench.readme import update_block
+from kafkalog.cleaner.clean_options import CleanOptions
 from kafkalog.checkpoint.offset import read_offset_checkpoint, write_offset_checkpoint
 from kafkalog.fs.names import REPLICATION_OFFSET_CHECKPOINT
 
@@ -129,7 +130,8 @@ def run_ours(logs: Path, log=print) -> dict:
     configs = _configs()
     tiny = _fresh(ensure_data("tiny", log=log), "broker-cleaner-tiny")
     for p in sorted(d for d in tiny.iterdir() if d.is_dir()):       # kernels compiled/loaded
-        clean_partition(p, config=configs.for_topic(TOPIC), now_ms=NOW, broker=configs.broker, record_decisions=False)
+        clean_partition(p, config=configs.for_topic(TOPIC), now_ms=NOW, broker=configs.broker,
+                        options=CleanOptions(record_decisions=False))
     work = _fresh(logs, "broker-cleaner-ours")
     for f in work.rglob("*.log"):                                     # warm page cache
         with open(f, "rb") as fh:
@@ -142,7 +144,7 @@ def run_ours(logs: Path, log=print) -> dict:
         size = _log_bytes(part)
         t0 = time.perf_counter()
         r = clean_partition(part, config=configs.for_topic(TOPIC), now_ms=NOW, broker=configs.broker,
-                            record_decisions=False)
+                            options=CleanOptions(record_decisions=False))
         wall = time.perf_counter() - t0
         if not r.cleaned:
             raise SystemExit(f"clean_partition did not clean {part}: {r.error or r.skipped_reason}")

@@ -55,6 +55,7 @@ import numpy as np
 from bench.codec_floor import measure_floor
 from bench.gen import Batch, frame_batch
 from bench.readme import update_block
+from kafkalog.cleaner.clean_options import CleanOptions
 from kafkalog.checkpoint.offset import write_offset_checkpoint
 from kafkalog.fs.names import REPLICATION_OFFSET_CHECKPOINT, format_segment_file_name
 from kafkalog.format import compression as C, record_batch as rb
@@ -287,7 +288,7 @@ def measure_single(logs: Path, name: str) -> dict:
     parts = sorted(p for p in work.iterdir() if p.is_dir())
     t0 = time.perf_counter()
     results = [clean_partition(p, config=configs.for_topic(TOPIC), now_ms=NOW, broker=configs.broker,
-                               record_decisions=False) for p in parts]
+                               options=CleanOptions(record_decisions=False)) for p in parts]
     wall = time.perf_counter() - t0
     bad = [r.error or r.skipped_reason for r in results if not r.cleaned]
     if bad:

@@ -11,7 +11,7 @@ with the first verb that needs them.
     partitions   scan_log_dir, load_partition_path, LocalLog, TopicPartition, recover_partition,
                  recover_log_dirs
     retention    plan_retention, LogState, RetentionPlan, retain_partition, retain_log_dir
-    compaction   clean_partition, clean_log_dir
+    compaction   clean_partition, clean_log_dir, CleanOptions
     lookups      PartitionLog, lookup_offsets, parse_time_spec
     configs      load_configs, configs_from_mappings, describe_configs, KafkaConfigs, LogConfig, BrokerConfig
     errors       KafkalogError and its kinds (CorruptRecordError, CrcMismatchError, ...)
@@ -55,6 +55,7 @@ _EXPORTS: dict[str, str] = {
     # compaction
     "clean_partition": "kafkalog.cleaner.cleaner",
     "clean_log_dir": "kafkalog.cleaner.cleaner",
+    "CleanOptions": "kafkalog.cleaner.clean_options",
     # offset and timestamp lookups
     "PartitionLog": "kafkalog.lookup.partition_log",
     "lookup_offsets": "kafkalog.lookup.partition_log",
@@ -77,7 +78,7 @@ _EXPORTS: dict[str, str] = {
 }
 
 __all__ = [  # the names of _EXPORTS, as a literal list (what IDEs, linters and Sphinx read); a test checks they agree
-    "BrokerConfig", "ConfigError", "CorruptIndexError", "CorruptRecordError", "CrcMismatchError", "KafkaConfigs",
+    "BrokerConfig", "CleanOptions", "ConfigError", "CorruptIndexError", "CorruptRecordError", "CrcMismatchError", "KafkaConfigs",
     "KafkalogError", "LocalLog", "LogConfig", "LogDirLockedError", "LogState", "OffsetOutOfRangeError",
     "PartitionLog", "ReadOptions", "RetentionPlan", "SegmentReader", "TopicPartition", "clean_log_dir",
     "clean_partition", "configs_from_mappings", "describe_configs", "encode_records", "iter_segment",

@@ -5,7 +5,7 @@ holds the model's own tests."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
@@ -14,7 +14,7 @@ from kafka.record.memory_records import MemoryRecords
 
 from kafkalog.checkpoint.offset import write_offset_checkpoint
 from kafkalog.fs.names import CLEANER_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT, format_segment_file_name
-from kafkalog.cleaner import clean_partition
+from kafkalog.cleaner import CleanOptions, clean_partition
 from kafkalog.config import LogConfig, configs_from_mappings
 from kafkalog.format import control_record as cr, record_batch as rb
 from kafkalog.index import build_indexes
@@ -259,8 +259,16 @@ def reference_round(segments: List[List[B]], *, first_dirty: int, now: int, dele
     return [result] + tail, upper
 
 
+def folded_options(base: CleanOptions = CleanOptions(), **kw) -> dict:
+    """``kw`` with the ``CleanOptions`` fields among them folded into one ``options=`` (on top of
+    ``base``): the tests' shorthand for ``clean_partition(..., options=CleanOptions(...))``."""
+    names = {f.name for f in fields(CleanOptions)}
+    picked = {k: kw.pop(k) for k in list(kw) if k in names}
+    return dict(kw, options=replace(base, **picked))
+
+
 def clean(d: Path, now: int, config: Optional[LogConfig] = None, **kw):
-    return clean_partition(d, config=config or log_config(segment_bytes=1 << 30), now_ms=now, **kw)
+    return clean_partition(d, config=config or log_config(segment_bytes=1 << 30), now_ms=now, **folded_options(**kw))
 
 
 

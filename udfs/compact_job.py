@@ -25,12 +25,15 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from dataclasses import dataclass
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import pyarrow as pa
 
+from kafkalog.cleaner.clean_options import CleanOptions
 from kafkalog.cleaner.log_dir_run import compact_summary, explain_text, finish_row
-from kafkalog.cleaner.partition_run import CLEANED, ERROR, ROW_FIELDS, WOULD_CLEAN, run_partition
+from kafkalog.cleaner.partition_run import CLEANED, ERROR, WOULD_CLEAN, CompactionRow, run_partition
+from kafkalog.row_types import Int32, TimestampMs, arrow_schema, as_row
 from kafkalog.fs.durable import fenced
 from kafkalog.fs.filesystem import refuse_uris
 from kafkalog.fs.lock import held_fences
@@ -50,26 +53,38 @@ DESCRIPTION = ("Compact every compacted partition of the log dirs as Kafka's log
                "parallel, one task per partition with a compiled exact key map; --dry-run writes nothing but the "
                "report.")
 
-_INT64 = {"cleanable_ratio": pa.float64(), "min_cleanable_dirty_ratio": pa.float64(), "duration_s": pa.float64(),
-          "partition": pa.int32(), "groups": pa.int32(), "need_compaction_now": pa.bool_()}
-_STRINGS = {"log_dir", "partition_dir", "topic", "status", "reason", "outcome", "plan"}
-ROW_SCHEMA = pa.schema([pa.field(name, pa.list_(pa.string()) if name == "explain" else
-                                 pa.string() if name in _STRINGS else _INT64.get(name, pa.int64()))
-                        for name in ROW_FIELDS])
+ROW_SCHEMA = arrow_schema(CompactionRow)
 
-AUDIT_SCHEMA = pa.schema([
-    pa.field("run_id", pa.string()), pa.field("run_at", pa.timestamp("ms", tz="UTC")),
-    pa.field("now", pa.timestamp("ms", tz="UTC")), pa.field("dry_run", pa.bool_()),
-    pa.field("log_dir", pa.string()), pa.field("topic", pa.string()), pa.field("partition", pa.int32()),
-    pa.field("status", pa.string()), pa.field("reason", pa.string()), pa.field("cleanable_ratio", pa.float64()),
-    pa.field("first_dirty_offset", pa.int64()), pa.field("end_offset", pa.int64()),
-    pa.field("bytes_before", pa.int64()), pa.field("bytes_after", pa.int64()),
-    pa.field("records_before", pa.int64()), pa.field("records_after", pa.int64()),
-    pa.field("records_removed", pa.int64()), pa.field("records_superseded", pa.int64()),
-    pa.field("tombstones_removed", pa.int64()), pa.field("aborted_records_removed", pa.int64()),
-    pa.field("markers_removed", pa.int64()), pa.field("null_key_records_removed", pa.int64()),
-    pa.field("map_size", pa.int64()), pa.field("duration_s", pa.float64()),
-])
+@dataclass
+class CompactionAuditRow:
+    """One partition's row in the ``--audit`` Delta table (its columns, in order, with their types)."""
+    run_id: Optional[str] = None
+    run_at: Optional[TimestampMs] = None
+    now: Optional[TimestampMs] = None
+    dry_run: Optional[bool] = None
+    log_dir: Optional[str] = None
+    topic: Optional[str] = None
+    partition: Optional[Int32] = None
+    status: Optional[str] = None
+    reason: Optional[str] = None
+    cleanable_ratio: Optional[float] = None
+    first_dirty_offset: Optional[int] = None
+    end_offset: Optional[int] = None
+    bytes_before: Optional[int] = None
+    bytes_after: Optional[int] = None
+    records_before: Optional[int] = None
+    records_after: Optional[int] = None
+    records_removed: Optional[int] = None
+    records_superseded: Optional[int] = None
+    tombstones_removed: Optional[int] = None
+    aborted_records_removed: Optional[int] = None
+    markers_removed: Optional[int] = None
+    null_key_records_removed: Optional[int] = None
+    map_size: Optional[int] = None
+    duration_s: Optional[float] = None
+
+
+AUDIT_SCHEMA = arrow_schema(CompactionAuditRow)
 
 
 # --- command line ----------------------------------------------------------------------------
@@ -134,7 +149,7 @@ def compact_folders(spark, folders: Sequence[Tuple[str, str]], *, configs, now: 
 
     if not folders:
         return []
-    budget = map_budget_per_task(spark, configs)
+    options = CleanOptions(dry_run=dry_run, map_budget_bytes=map_budget_per_task(spark, configs))
     order = sorted(folders, key=lambda df: -_log_bytes(df[1]))
 
     fences = held_fences()       # the driver's locks: a worker changes nothing once they are gone
@@ -146,8 +161,8 @@ def compact_folders(spark, folders: Sequence[Tuple[str, str]], *, configs, now: 
             for i in batch.column(0).to_pylist():
                 log_dir, folder = order[i]
                 with fenced([fences.get(log_dir)]):
-                    rows.append(run_partition(log_dir, folder, configs=configs, now_ms=now, dry_run=dry_run,
-                                              explain=explain.get(folder, []), map_budget_bytes=budget))
+                    rows.append(run_partition(log_dir, folder, configs=configs, now_ms=now, options=options,
+                                              explain=explain.get(folder, [])))
                 counter.add(folder, rows[-1])
             if rows:
                 yield pa.RecordBatch.from_pylist(rows, schema=ROW_SCHEMA)
@@ -166,13 +181,11 @@ def interrupted_row(log_dir: str, folder: str) -> dict:
     """The report row of a partition whose task had not ended when the job was interrupted: as it
     was, compacted (a task that ended after the cancel), or with ``.cleaned``/``.swap`` files that
     ``kafkalog recover`` (or a broker's startup) finishes — never half-swapped."""
-    row = {f: None for f in ROW_FIELDS}
     topic, _, partition = os.path.basename(folder).rpartition("-")
-    row.update(log_dir=log_dir, partition_dir=folder, topic=topic or os.path.basename(folder),
-               partition=int(partition) if partition.isdigit() else -1, status=INTERRUPTED, outcome=INTERRUPTED,
-               reason="interrupted before its task ended: untouched, or recoverable with `kafkalog recover`",
-               explain=[])
-    return row
+    return as_row(CompactionRow(
+        log_dir=log_dir, partition_dir=folder, topic=topic or os.path.basename(folder),
+        partition=int(partition) if partition.isdigit() else -1, status=INTERRUPTED, outcome=INTERRUPTED,
+        reason="interrupted before its task ended: untouched, or recoverable with `kafkalog recover`"))
 
 
 # --- the job ---------------------------------------------------------------------------------
@@ -181,7 +194,7 @@ def audit_rows(partitions: List[dict], *, run_id: str, run_at: int, now: int, dr
     rows = []
     for p in partitions:
         read, kept = p.get("records_read"), p.get("records_kept")
-        rows.append(dict(
+        rows.append(as_row(CompactionAuditRow(
             run_id=run_id, run_at=run_at, now=now, dry_run=dry_run, log_dir=p["log_dir"], topic=p["topic"],
             partition=p["partition"], status=p["status"], reason=p["reason"], cleanable_ratio=p["cleanable_ratio"],
             first_dirty_offset=p["first_dirty_offset"], end_offset=p["end_offset"], bytes_before=p["bytes_before"],
@@ -189,7 +202,7 @@ def audit_rows(partitions: List[dict], *, run_id: str, run_at: int, now: int, dr
             records_removed=None if read is None else read - kept, records_superseded=p["records_superseded"],
             tombstones_removed=p["tombstones_removed"], aborted_records_removed=p["aborted_records_removed"],
             markers_removed=p["markers_removed"], null_key_records_removed=p["records_null_key"],
-            map_size=p["map_size"], duration_s=p["duration_s"]))
+            map_size=p["map_size"], duration_s=p["duration_s"])))
     return rows
 
 

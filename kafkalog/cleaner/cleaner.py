@@ -48,17 +48,17 @@ checkpoint is never rewritten in dry-run mode (a broker rewrites an out-of-range
 """
 from __future__ import annotations
 
-import os
-import struct
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Collection, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from kafkalog.fs.names import CLEANER_OFFSET_CHECKPOINT, KRAFT_METADATA_TOPIC
-from kafkalog.cleaner import fast_filter
-from kafkalog.cleaner import key_map as km
+import kafkalog.cleaner.fast_filter as fast_filter
+from kafkalog.cleaner.key_map import dedupe_budget
+from kafkalog.cleaner.clean_options import CleanOptions, RecordDecisions
+from kafkalog.cleaner.cleaned_segment import CleanedSink, GroupOutput
 from kafkalog.cleaner.key_walk import KeyVerdicts, build_key_verdicts, segment_ordinals
 from kafkalog.cleaner.offset_map import ExactOffsetMap, OffsetMap, build_offset_map, map_entries
 from kafkalog.cleaner.plan import PartitionPlan, dirty_batches, map_tracker, max_batch_bytes, plan_partition
@@ -66,22 +66,22 @@ from kafkalog.cleaner.record_filter import FilterCounts, FilteredBatch, filter_b
 from kafkalog.cleaner.results import BatchAudit, GroupResult, PartitionCleanResult
 from kafkalog.cleaner.segment_grouping import group_segments_by_size
 from kafkalog.cleaner.source_segments import read_batches, read_windows
-from kafkalog.cleaner.swap import STEP_CHECKPOINT, StepHook, report_step, swap_in, update_cleaner_checkpoint
+from kafkalog.cleaner.swap import STEP_CHECKPOINT, report_step, swap_in, update_cleaner_checkpoint
 from kafkalog.cleaner.transaction_metadata import CleanedTransactionMetadata
 from kafkalog.config import BrokerConfig, KafkaConfigs, LogConfig
 from kafkalog.errors import FenceLostError, KafkalogError
-from kafkalog.format import record_batch as rb
-from kafkalog.format.record_batch import crc32c_update
 from kafkalog.index.builder import IndexAppender
 from kafkalog.fs import durable
 from kafkalog.log.local_log import collect_aborted_transactions
+from kafkalog.log.logdir import scan_log_dir
+from kafkalog.log.recover import recover_partition
 from kafkalog.fs.lock import is_locked
 from kafkalog.fs.names import parse_partition_dir_name
 from kafkalog.fs.lock import lock_log_dir, locked_refusal
 from kafkalog.fs.names import CLEANED_SUFFIX, format_segment_file_name
 from kafkalog.log.segment import LogSegment
 from kafkalog.topic_partition import TopicPartition
-from kafkalog.cleaner import filter_to
+import kafkalog.cleaner.filter_to as filter_to
 
 # How the map and recopy passes walk records: "fast" (decoded windows as columns, numba writer:
 # fast_filter) or "reference" (a SourceBatch of RecordRows per batch: offset_map.build_offset_map and
@@ -89,8 +89,6 @@ from kafkalog.cleaner import filter_to
 ENGINE = "fast"
 # Tests set this to hash every key by its length only: collisions everywhere, told apart by the bytes.
 KEY_HASH_WEAK = False
-# ``record_decisions``: True (every record's reason), False (none) or the offsets to keep reasons for.
-RecordDecisions = Union[bool, Collection[int]]
 
 
 # --- map pass (Cleaner.buildOffsetMap) -------------------------------------------------------
@@ -106,7 +104,7 @@ def map_budget(broker: BrokerConfig, concurrent_cleaners: Optional[int] = None) 
     cleaners running at once (``log.cleaner.threads`` unless the caller runs another number, as the
     Spark job does with its task slots)."""
     threads = concurrent_cleaners if concurrent_cleaners is not None else int(broker.setting("log.cleaner.threads"))
-    return km.dedupe_budget(int(broker.setting("log.cleaner.dedupe.buffer.size")), threads)
+    return dedupe_budget(int(broker.setting("log.cleaner.dedupe.buffer.size")), threads)
 
 
 def build_key_map(plan: PartitionPlan, broker: BrokerConfig = BrokerConfig(), *, budget: Optional[int] = None
@@ -154,109 +152,9 @@ def read_chunks(positions: Sequence[int], sizes: Sequence[int], *, buffer_size: 
 
 # --- one group -------------------------------------------------------------------------------
 
-_BATCH_PREFIX = struct.Struct(">qi")     # baseOffset, batchLength
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
-WRITEBACK_BYTES = 8 << 20      # the sink starts the disk write of every this many bytes written
-
-
-class _Sink:
-    """A group's cleaned .log bytes, streamed to ``<base>.log.cleaned`` as they are produced (so a
-    round never holds a group's output in memory), or only counted (dry run: ``path`` None). A
-    digest of what was written lets the swap verify the file read back. Every WRITEBACK_BYTES the
-    disk write of what was written is started (``durable.start_writeback``), so the fsync at the end
-    waits for the last few MiB only (before: the whole group's bytes)."""
-
-    def __init__(self, path: Optional[Path]):
-        self.path = path
-        self.size = 0
-        self._crc = 0 if path is not None else None
-        self._file = None
-        self._written_back = 0
-        if path is not None:
-            self._file = durable.open_for_write(path, buffering=1 << 20)
-
-    def write(self, data: bytes) -> None:
-        if self._file is not None:
-            self._file.write(data)
-            self._crc = crc32c_update(data, self._crc)
-        self.size += len(data)
-        if self._file is not None and self.size - self._written_back >= WRITEBACK_BYTES:
-            durable.start_writeback(self._file.fileno(), self._written_back, self.size - self._written_back)
-            self._written_back = self.size
-
-    def digest(self) -> Optional[int]:
-        return self._crc
-
-    def close(self) -> None:
-        """Flush and fsync (idempotent)."""
-        if self._file is not None:
-            self._file.flush()
-            os.fsync(self._file.fileno())
-            self._file.close()
-            self._file = None
-
-    def discard(self) -> None:
-        if self._file is not None:
-            try:
-                self._file.close()      # flushing what is buffered may fail again (a full disk)
-            except OSError:
-                pass
-            self._file = None
-        if self.path is not None and durable.fences_hold():
-            durable.remove(self.path, missing_ok=True)
-
-
-@dataclass
-class _Chunk:
-    """One read chunk of a source segment: the cleaner appends what the chunk kept in one
-    ``LogSegment.append``, whose index bookkeeping is per batch since Kafka 3.7 (see ``GroupOutput``)."""
-    start: int
-
-
-@dataclass
-class GroupOutput:
-    base_offset: int
-    sources: List[LogSegment]
-    sink: _Sink
-    appender: IndexAppender
-    txn_entries: list
-    counts: FilterCounts
-
-    def begin_chunk(self) -> _Chunk:
-        return _Chunk(self.sink.size)
-
-    def write(self, chunk: _Chunk, output, max_offset: int, max_timestamp: int, offset_of_max_timestamp: int) -> None:
-        """The bytes one or more filtered batches wrote (nothing when they kept no records), indexed
-        batch by batch as Kafka 4.4's ``LogSegment.append`` does for the chunk that holds them: per
-        batch, the running max timestamp takes (its maxTimestamp, its lastOffset) when larger; then,
-        if more than index.interval.bytes were appended since the last entry, an offset entry
-        (its lastOffset, its position) and a time entry (the running max) — checked by the real
-        broker on the same bytes (tests/broker/test_compaction_parity.py). ``max_offset``,
-        ``max_timestamp`` and ``offset_of_max_timestamp`` describe the whole write (kept for the
-        callers; the headers in ``output`` are what is indexed)."""
-        if not output:
-            return
-        position = self.sink.size
-        self.sink.write(output)
-        view = memoryview(output)
-        at, n = 0, len(view)
-        while at < n:
-            base_offset, length = _BATCH_PREFIX.unpack_from(view, at)
-            size = length + rb.LOG_OVERHEAD
-            last_offset = base_offset + _I32.unpack_from(view, at + rb.LAST_OFFSET_DELTA_OFFSET)[0]
-            batch_max_ts = _I64.unpack_from(view, at + rb.MAX_TIMESTAMP_OFFSET)[0]
-            self.appender.append(position=position + at, size=size, largest_offset=last_offset,
-                                 largest_timestamp=batch_max_ts, offset_of_max_timestamp=last_offset)
-            at += size
-
-    def end_chunk(self, chunk: _Chunk) -> None:
-        """Nothing left to do: ``write`` indexed each batch as it came."""
-
-
 def _clean_group(plan: PartitionPlan, sources: List[LogSegment], offset_map: OffsetMap,
                  io_buffer_size: int, result: PartitionCleanResult, record_decisions: RecordDecisions,
-                 sink: _Sink, tracker: CleanedTransactionMetadata, ordinals: Dict[int, int]) -> GroupOutput:
+                 sink: CleanedSink, tracker: CleanedTransactionMetadata, ordinals: Dict[int, int]) -> GroupOutput:
     """Recopy one group into ``sink``. ``tracker`` is the round's: the groups of a round are cleaned
     in order with the same tracker (a COMMIT/ABORT is judged by its data in earlier groups).
     ``ordinals``: each recopied segment's first record in the round's recopied range."""
@@ -300,7 +198,7 @@ def _clean_group(plan: PartitionPlan, sources: List[LogSegment], offset_map: Off
 
 def _clean_segment_fast(plan: PartitionPlan, seg: LogSegment, chunks, tracker: CleanedTransactionMetadata,
                         offset_map: OffsetMap, result: PartitionCleanResult, record_decisions: RecordDecisions,
-                        out: "GroupOutput", ordinal: int) -> None:
+                        out: GroupOutput, ordinal: int) -> None:
     """The chunk loop of ``_clean_group`` for one source segment, over decoded windows; ``ordinal``:
     the index of the segment's first record in the recopied range (for a map kept as bitsets)."""
     cfg = plan.config
@@ -393,10 +291,9 @@ def default_io_buffer_size(broker: BrokerConfig) -> int:
 
 
 def _clean_locked(partition_dir: Path, *, config: LogConfig, now_ms: int, broker: BrokerConfig,
-                  offset_map: Optional[OffsetMap], dry_run: bool, on_step: Optional[StepHook],
-                  record_decisions: RecordDecisions, io_buffer_size: Optional[int],
-                  high_watermark: Optional[int], force: bool, update_checkpoint: bool = True,
-                  map_budget_bytes: Optional[int] = None, plan: Optional[PartitionPlan] = None) -> PartitionCleanResult:
+                  options: CleanOptions, offset_map: Optional[OffsetMap] = None,
+                  plan: Optional[PartitionPlan] = None) -> PartitionCleanResult:
+    dry_run, force, record_decisions = options.dry_run, options.force, options.record_decisions
     try:
         topic, partition, kind = parse_partition_dir_name(partition_dir.name)
     except KafkalogError as e:
@@ -408,7 +305,7 @@ def _clean_locked(partition_dir: Path, *, config: LogConfig, now_ms: int, broker
     try:
         if plan is None:
             plan = plan_partition(partition_dir, config=config, now_ms=now_ms, broker=broker,
-                                  high_watermark=high_watermark)
+                                  high_watermark=options.high_watermark)
         result.offsets = plan.offsets
         if not plan.offsets.cleanable and not (force and config.compact
                                                and plan.upper_bound_offset > plan.first_dirty_offset):
@@ -419,7 +316,7 @@ def _clean_locked(partition_dir: Path, *, config: LogConfig, now_ms: int, broker
             return result
         if offset_map is None:
             if ENGINE == "fast":
-                verdicts = build_key_map(plan, broker, budget=map_budget_bytes)
+                verdicts = build_key_map(plan, broker, budget=options.map_budget_bytes)
                 result.map_stats = verdicts.stats
                 offset_map = verdicts  # type: ignore[assignment]  # KeyVerdicts: see _clean_segment_fast
             else:
@@ -433,14 +330,14 @@ def _clean_locked(partition_dir: Path, *, config: LogConfig, now_ms: int, broker
             [s.segment for s in recopied],
             max_size=config.segment_bytes, max_index_size=config.segment_index_bytes,
             first_uncleanable_offset=plan.upper_bound_offset)
-        io_size = io_buffer_size or default_io_buffer_size(broker)
+        io_size = options.io_buffer_size or default_io_buffer_size(broker)
         outputs: List[GroupOutput] = []
-        sinks: List[_Sink] = []
+        sinks: List[CleanedSink] = []
         tracker = CleanedTransactionMetadata()   # one per round (Cleaner.doClean), never one per group
         try:
             for idx in groups:
                 sources = [recopied[i] for i in idx]
-                sink = _Sink(None if dry_run else partition_dir / format_segment_file_name(sources[0].base_offset, "log", CLEANED_SUFFIX))
+                sink = CleanedSink(None if dry_run else partition_dir / format_segment_file_name(sources[0].base_offset, "log", CLEANED_SUFFIX))
                 sinks.append(sink)
                 g = _clean_group(plan, sources, offset_map, io_size, result, record_decisions, sink, tracker,
                                  ordinals)
@@ -463,7 +360,7 @@ def _clean_locked(partition_dir: Path, *, config: LogConfig, now_ms: int, broker
         # changes nothing in the live segments.
         try:
             for g in outputs:
-                swap_in(partition_dir, g, on_step)
+                swap_in(partition_dir, g, options.on_step)
                 result.groups_committed += 1
         except FenceLostError as e:
             _stop_after_lost_fence(result, e)
@@ -471,9 +368,9 @@ def _clean_locked(partition_dir: Path, *, config: LogConfig, now_ms: int, broker
         except (KafkalogError, OSError) as e:
             _recover_after_failed_swap(partition_dir, result, e)
             return result
-        if update_checkpoint:
+        if options.update_checkpoint:
             update_cleaner_checkpoint(partition_dir.parent, topic, partition, end_offset)
-            report_step(on_step, STEP_CHECKPOINT, partition_dir.parent / CLEANER_OFFSET_CHECKPOINT)
+            report_step(options.on_step, STEP_CHECKPOINT, partition_dir.parent / CLEANER_OFFSET_CHECKPOINT)
         result.cleaned = True
         return result
     except KafkalogError as e:
@@ -503,8 +400,6 @@ def _recover_after_failed_swap(partition_dir: Path, result: "PartitionCleanResul
     (``recover_partition``), so no temporary file stays behind, and say what was committed. Only
     while the log dir's lock is still held (``durable.fences_hold``): a job that lost it leaves the
     dir alone, and each of the recovery's changes checks the fences again."""
-    from kafkalog.log.recover import recover_partition
-
     why = _os_error_text(e, partition_dir) if isinstance(e, OSError) else str(e)
     if not durable.fences_hold():
         _stop_after_lost_fence(result, FenceLostError(f"{why}; and the log dir's lock is no longer held"))
@@ -523,56 +418,71 @@ def _recover_after_failed_swap(partition_dir: Path, result: "PartitionCleanResul
                                        "the rest rolled back"))
 
 def clean_partition(partition_dir, *, config: LogConfig, now_ms: int, broker: BrokerConfig = BrokerConfig(),
-                    offset_map: Optional[OffsetMap] = None, dry_run: bool = False,
-                    on_step: Optional[StepHook] = None, record_decisions: RecordDecisions = True,
-                    io_buffer_size: Optional[int] = None, high_watermark: Optional[int] = None,
-                    force: bool = False, lock: bool = True, update_checkpoint: bool = True,
-                    map_budget_bytes: Optional[int] = None, plan: Optional[PartitionPlan] = None
-                    ) -> PartitionCleanResult:
-    """Clean one partition folder (one round) as Kafka's log cleaner does. ``partition_dir``: the folder; ``config``:
-    its LogConfig; ``now_ms``: 'now'; ``broker``: broker-wide settings; ``dry_run``: change nothing; ``on_step``: called
-    after each swap-in step; ``offset_map``: a precomputed map (the Spark job's); ``force``: clean even when the dirty
-    ratio is too low; ``record_decisions``: keep every record's reason (True), none (False), or only those of the given
-    offsets; ``io_buffer_size``: the read buffer; ``high_watermark``: in place of the checkpoint's; ``lock=False``: the
-    caller holds the log dir's lock in another process (the Spark job's driver); ``update_checkpoint=False``: leave
-    ``cleaner-offset-checkpoint`` to the caller (by default updated right after the swap, as the broker does, under a
-    lock); ``map_budget_bytes``: the key map's budget (default ``map_budget(broker)``); ``plan``: the partition's plan.
-    Refuses (``LogDirLockedError``) a log dir whose ``.lock`` another process holds, and holds it while it works.
-    Problems with the data are reported in ``result.error``; nothing is changed then, and a swap-in that fails midway
-    is finished or rolled back before this returns (``result.outcome``) — unless the log dir's lock was lost
-    (``durable.fenced``): then nothing is changed after the loss; ``kafkalog recover`` or the next run finishes it. Example::
+                    options: CleanOptions = CleanOptions(), offset_map: Optional[OffsetMap] = None,
+                    plan: Optional[PartitionPlan] = None) -> PartitionCleanResult:
+    """Clean one partition folder (one round). Refuses (``LogDirLockedError``) a log dir whose
+    ``.lock`` another process holds, and holds that lock while it works (unless ``options.lock`` is
+    False: the caller holds it in another process). Problems with the data are reported in
+    ``result.error``; nothing is changed then, and a swap-in that fails midway is finished or rolled
+    back before this returns (``result.outcome``) — unless the log dir's lock was lost
+    (``durable.fenced``): then nothing at all is changed after the loss, and the interrupted swap is
+    left to ``kafkalog recover`` or the next run under a held lock.
 
+    :param partition_dir: the partition folder (``<topic>-<partition>``).
+    :param config: the topic's config.
+    :param now_ms: the time every time-based rule is evaluated at.
+    :param broker: the broker's settings (the cleaner's buffers and threads).
+    :param options: how the round runs (``CleanOptions``: dry run, lock, reasons, budgets, engine).
+    :param offset_map: a precomputed map (the Spark job's), instead of the round's map pass.
+    :param plan: the partition's plan, when the caller made it already.
+
+    Example::
+
+        import kafkalog
         config = kafkalog.configs_from_mappings(topics={"orders": {"cleanup.policy": "compact"}}).for_topic("orders")
-        result = kafkalog.clean_partition("logs/orders-0", config=config, now_ms=1767841200000, dry_run=True)
+        result = kafkalog.clean_partition("logs/orders-0", config=config, now_ms=1767841200000,
+                                          options=kafkalog.CleanOptions(dry_run=True))
     """
     partition_dir = Path(partition_dir)
     log_dir = partition_dir.parent
-    kwargs: Dict[str, Any] = dict(config=config, now_ms=now_ms, broker=broker, offset_map=offset_map, dry_run=dry_run,
-                  on_step=on_step, record_decisions=record_decisions, io_buffer_size=io_buffer_size,
-                  high_watermark=high_watermark, force=force, update_checkpoint=update_checkpoint,
-                  map_budget_bytes=map_budget_bytes, plan=plan)
-    if not lock:
-        return _clean_locked(partition_dir, **kwargs)
+
+    def run() -> PartitionCleanResult:
+        return _clean_locked(partition_dir, config=config, now_ms=now_ms, broker=broker, options=options,
+                             offset_map=offset_map, plan=plan)
+    if not options.lock:
+        return run()
     if is_locked(log_dir):
         raise locked_refusal(log_dir)
-    if dry_run:
-        return _clean_locked(partition_dir, **kwargs)
+    if options.dry_run:
+        return run()
     with lock_log_dir(log_dir):
-        return _clean_locked(partition_dir, **kwargs)
+        return run()
 
 
-def clean_log_dir(log_dir, *, configs: KafkaConfigs, now_ms: int, dry_run: bool = False,
-                  on_step: Optional[StepHook] = None, record_decisions: bool = False,
+def clean_log_dir(log_dir, *, configs: KafkaConfigs, now_ms: int,
+                  options: CleanOptions = CleanOptions(record_decisions=False),
                   partitions: Optional[Iterable[TopicPartition]] = None) -> List[PartitionCleanResult]:
-    """Clean every compacted live partition of a log dir (all eligible ones, not only the filthiest), holding the
-    dir's lock. ``log_dir``, ``configs``; ``now_ms``, ``dry_run``, ``on_step``, ``record_decisions``: as
-    :func:`clean_partition`; ``partitions``: only these TopicPartitions. Example::
+    """Clean every compacted live partition of a log dir (all eligible ones, not only the
+    filthiest), holding the dir's lock.
 
+    :param log_dir: the log dir.
+    :param configs: the broker's and the topics' configs.
+    :param now_ms: the time every time-based rule is evaluated at.
+    :param options: how each round runs. The dir's lock is always taken here (``lock=False`` is
+        refused), and each partition has its own high watermark (``high_watermark`` is refused).
+    :param partitions: only these (topic, partition)s (None: every one).
+
+    Example::
+
+        import kafkalog
         configs = kafkalog.configs_from_mappings(topics={"orders": {"cleanup.policy": "compact"}})
-        print([r.outcome for r in kafkalog.clean_log_dir("logs", configs=configs, now_ms=1767841200000)])
+        results = kafkalog.clean_log_dir("logs", configs=configs, now_ms=1767841200000)
+        print([r.outcome for r in results])
     """
-    from kafkalog.log.logdir import scan_log_dir
-
+    if not options.lock or options.high_watermark is not None:
+        raise ValueError("clean_log_dir takes the log dir's lock itself and reads each partition's high watermark: "
+                         "CleanOptions(lock=False) and CleanOptions(high_watermark=...) are for clean_partition")
+    options = replace(options, lock=False)          # held here, once for the whole dir
     log_dir = Path(log_dir)
     if is_locked(log_dir):
         raise locked_refusal(log_dir)
@@ -590,10 +500,8 @@ def clean_log_dir(log_dir, *, configs: KafkaConfigs, now_ms: int, dry_run: bool 
             if not config.compact:
                 continue
             results.append(_clean_locked(p.path, config=config, now_ms=now_ms, broker=configs.broker,
-                                         offset_map=None, dry_run=dry_run, on_step=on_step,
-                                         record_decisions=record_decisions, io_buffer_size=None,
-                                         high_watermark=None, force=False))
-    if dry_run:
+                                         options=options))
+    if options.dry_run:
         run()
     else:
         with lock_log_dir(log_dir):

@@ -37,8 +37,9 @@ from kafkalog.format.native import LZ4_STREAM_BYTES, native_functions
 from kafkalog.format.records_accel import copy_bytes, read_varint, read_varlong
 from kafkalog.format.records_encode_accel import (ENC_OK, seal_batch_kernel, varint_canonical,
                                                   write_kept_records_kernel)
-from kafkalog.cleaner import fast_filter as ff
-from kafkalog.cleaner import key_map as km
+import kafkalog.cleaner.fast_filter as ff
+import kafkalog.cleaner.key_map as km
+from kafkalog.cleaner.key_hash import key_hash
 from kafkalog.cleaner.key_walk import MAP_NEVER, KeyVerdicts
 from kafkalog.cleaner.source_segments import READ_WINDOW_BATCHES, read_windows
 from kafkalog.log.segment import LogSegment
@@ -211,7 +212,7 @@ def filter_window_kernel(buf, dbuf, b_src, b_start, b_end, b_pos, b_size, b_coun
                 code = _NULL_KEY
             else:
                 if offset < map_below:
-                    found = km.map_get(slots, arena, src, kpos, klen, km.key_hash(src, kpos, klen, weak))
+                    found = km.map_get(slots, arena, src, kpos, klen, key_hash(src, kpos, klen, weak))
                 else:
                     bit = ordinal + k
                     byte, mask = bit >> 3, np.uint8(1 << (bit & 7))

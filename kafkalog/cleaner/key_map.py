@@ -1,5 +1,7 @@
-"""The cleaner's key -> latest offset map, compiled and bounded (Kafka's ``SkimpyOffsetMap.java``, ``Cleaner.buildOffsetMap``),
-and the key-only record walk that fills it or marks superseded records, over the decoder's buffers.
+"""The cleaner's key -> latest offset map, compiled and bounded: an open-addressing table in flat
+arrays within a byte budget (Kafka's ``SkimpyOffsetMap.java``; filled as ``Cleaner.buildOffsetMap`` fills it). The key hash is
+``key_hash``'s, the record walk that fills the table is ``key_walk``'s, the bits ``map_put`` sets
+when it marks are ``bitsets``'.
 
 Exact where Kafka is not: Kafka keeps a 16-byte MD5 per key and accepts that two keys whose digests
 collide are one key; here a slot holds the key's bytes (its first 16 in the slot, the rest in an
@@ -45,30 +47,20 @@ no arena at all (a budget holds budget / 40 x load factor of them: a fifth more 
 with the budget in halves held), and a map sized to its keys stays in cache where a budget-sized
 one would not.
 
-Hash slices: when the dirty range holds more distinct keys than fit, pass s of n keeps only the
-keys whose hash's high 32 bits fall in slice s (fastrange(high 32 bits, n)) and marks, in two
-bitsets over the records of the recopied range (one bit per record each), which records a later
-record of the same key supersedes and which records' keys are in the map. Kafka's cleaner stops
-the round where its map fills and leaves the rest for the next round; these passes clean the whole
-range in one round.
-
-The walk (``walk_keys_kernel``) reads each record's length, offset delta and key (attributes,
-timestamp, value and headers are skipped by length): no value is copied. Kernels live at module
-level so numba's on-disk cache serves new processes.
+Kernels live at module level so numba's on-disk cache serves new processes.
 """
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
-from llvmlite import ir
-from numba import njit, types
-from numba.extending import intrinsic
+from numba import njit
 
-from kafkalog.format.records_accel import copy_bytes, read_varint, read_varlong
+from kafkalog.cleaner.bitsets import set_bit
+from kafkalog.cleaner.key_hash import fastrange, key_hash, key_word, load_word
+from kafkalog.format.records_accel import copy_bytes
 
 _CACHE = os.path.isfile(__file__)
 
@@ -87,19 +79,6 @@ MIN_CAPACITY = 16
 INITIAL_CAPACITY = 1 << 16               # slots a map starts with (2.5 MiB), doubled as keys come
 MIN_BUDGET = MIN_CAPACITY * SLOT_BYTES * 2     # the smallest map: 24 slots and 320 arena bytes
 
-# walk modes
-WALK_INSERT = 0     # map[key] = offset for the batches flagged, records at or past ``lo_offset``
-WALK_MARK = 1       # set the bits of the flagged batches' records below ``hi_offset``
-WALK_COUNT = 2      # count the distinct keys at or past ``lo_offset`` (HyperLogLog registers)
-
-HLL_BITS = 14                            # 16,384 one-byte registers: ~0.8% standard error
-HLL_REGISTERS = 1 << HLL_BITS
-
-# walk statuses
-WALK_OK = 0
-WALK_FULL = 1       # the map is full (at its current size): batch, record and byte position say where
-WALK_MALFORMED = 2  # a record does not walk (the decoder would refuse it and name the error)
-
 # state slots
 _KEYS, _ARENA_USED, _MAX_KEYS, _OUT_OF_ORDER, _ARENA_ROOM = 0, 1, 2, 3, 4
 
@@ -107,85 +86,6 @@ ORDINAL_SHIFT = np.int64(32)
 ARENA_LIMIT = 1 << 32                    # arena bytes a slot's place word can address
 MAX_MARKED_RECORDS = 1 << 31             # records a marking walk can number (ordinals in the place word)
 _PLACE_MASK = np.int64(0xFFFFFFFF)
-
-_M1 = np.uint64(0x9E3779B97F4A7C15)
-_M2 = np.uint64(0xBF58476D1CE4E5B9)
-_M3 = np.uint64(0x94D049BB133111EB)
-
-
-@intrinsic
-def load_word(typingctx, arr, index):
-    """The 8 bytes ``arr[index:index+8]`` of a uint8 array as one little-endian uint64, in one
-    unaligned load (bounds checked by the caller): a key's bytes are hashed and compared 8 at a time."""
-    sig = types.uint64(arr, types.intp)
-
-    def codegen(context, builder, signature, args):
-        a, i = args
-        ary = context.make_array(signature.args[0])(context, builder, a)
-        word = builder.load(builder.bitcast(builder.gep(ary.data, [i]), ir.IntType(64).as_pointer()), align=1)
-        return builder.bswap(word) if sys.byteorder == "big" else word
-
-    return sig, codegen
-
-
-# --- hashing -------------------------------------------------------------------------------
-
-@njit(cache=_CACHE, inline="always")
-def _mix(x):
-    """splitmix64's finaliser."""
-    x = (x ^ (x >> np.uint64(30))) * _M2
-    x = (x ^ (x >> np.uint64(27))) * _M3
-    return x ^ (x >> np.uint64(31))
-
-
-@njit(cache=_CACHE, inline="always")
-def _key_word(src, p, n, i):
-    """Bytes [i, i + 8) of the key ``src[p:p+n]`` as a little-endian word, 0-padded past its end
-    (0 when i >= n)."""
-    if i + 8 <= n:
-        return load_word(src, p + i)
-    if i >= n:
-        return np.uint64(0)
-    if n >= 8:                      # the key's last 8 bytes, shifted down to the ones from i
-        return load_word(src, p + n - 8) >> np.uint64(8 * (8 - (n - i)))
-    if p + i + 8 <= src.shape[0]:   # 8 bytes from i, the ones past the key masked off
-        return load_word(src, p + i) & ((np.uint64(1) << np.uint64(8 * (n - i))) - np.uint64(1))
-    w = np.uint64(0)
-    s = np.uint64(0)
-    while i < n:
-        w |= np.uint64(src[p + i]) << s
-        s += np.uint64(8)
-        i += 1
-    return w
-
-
-@njit(cache=_CACHE, inline="always")
-def key_hash(src, p, n, weak):
-    """64-bit hash of ``src[p:p+n]``. ``weak``: low 32 bits the length only, high 32 bits the first
-    byte (tests: every key of one length collides into one slot chain, so only the byte comparison
-    tells keys apart; slices still split keys by their first byte)."""
-    if weak:
-        first = np.uint64(src[p]) if n > 0 else np.uint64(0)
-        return (first * np.uint64(0x01010101) << np.uint64(32)) | np.uint64(n)
-    h = _M1 ^ (np.uint64(n) * _M3)
-    i = 0
-    while i + 8 <= n:
-        h = _mix(h ^ load_word(src, p + i)) + _M1
-        i += 8
-    if i < n:
-        h = _mix(h ^ _key_word(src, p, n, i)) + _M1
-    return _mix(h)
-
-
-@njit(cache=_CACHE, inline="always")
-def _fastrange(x32, n):
-    return np.int64((np.uint64(x32) * np.uint64(n)) >> np.uint64(32))
-
-
-@njit(cache=_CACHE, inline="always")
-def slice_of(h, n_slices):
-    return _fastrange(h >> np.uint64(32), n_slices)
-
 
 # --- the map -------------------------------------------------------------------------------
 
@@ -215,7 +115,7 @@ def _find_slot(slots, arena, src, p, n, h, k0, k1):
     compared in the slot alone, a longer one's tail in the arena too."""
     cap = slots.shape[0] // SLOT_WORDS
     meta = _meta(h, n)
-    i = _fastrange(np.uint32(h & np.uint64(0xFFFFFFFF)), cap)
+    i = fastrange(np.uint32(h & np.uint64(0xFFFFFFFF)), cap)
     while True:
         w = i * SLOT_WORDS
         m = slots[w + META]
@@ -231,17 +131,12 @@ def _find_slot(slots, arena, src, p, n, h, k0, k1):
 
 
 @njit(cache=_CACHE, inline="always")
-def set_bit(bits, i):
-    bits[i >> 3] |= np.uint8(1 << (i & 7))
-
-
-@njit(cache=_CACHE, inline="always")
 def map_put(slots, arena, state, src, p, n, h, offset, ordinal, mark, found_bits, superseded_bits):
     """map[key] = offset (a later put of the same key replaces it, as the walk is in log order);
     ``mark``: set the bits of the record at ``ordinal`` and of the record it supersedes (see the
     module docstring). Returns False, changing nothing, when a new key does not fit."""
-    k0 = np.int64(_key_word(src, p, n, 0))
-    k1 = np.int64(_key_word(src, p, n, 8))
+    k0 = np.int64(key_word(src, p, n, 0))
+    k1 = np.int64(key_word(src, p, n, 8))
     w = _find_slot(slots, arena, src, p, n, h, k0, k1)
     if slots[w + META] != EMPTY_SLOT:
         if mark:
@@ -273,7 +168,7 @@ def map_put(slots, arena, state, src, p, n, h, offset, ordinal, mark, found_bits
 
 @njit(cache=_CACHE, inline="always")
 def map_get(slots, arena, src, p, n, h):
-    w = _find_slot(slots, arena, src, p, n, h, np.int64(_key_word(src, p, n, 0)), np.int64(_key_word(src, p, n, 8)))
+    w = _find_slot(slots, arena, src, p, n, h, np.int64(key_word(src, p, n, 0)), np.int64(key_word(src, p, n, 8)))
     if slots[w + META] == EMPTY_SLOT:
         return NOT_FOUND
     return slots[w + OFFSET]
@@ -299,7 +194,7 @@ def grow_kernel(old, new):
         m = old[w]
         if m == EMPTY_SLOT:
             continue
-        i = _fastrange(np.uint32(np.uint64(m) >> np.uint64(32)), cap)
+        i = fastrange(np.uint32(np.uint64(m) >> np.uint64(32)), cap)
         while new[i * SLOT_WORDS] != EMPTY_SLOT:
             i += 1
             if i == cap:
@@ -317,120 +212,7 @@ def clear_kernel(slots, state):
     state[_OUT_OF_ORDER] = 0
 
 
-# --- the walk ------------------------------------------------------------------------------
-
-@njit(cache=_CACHE, nogil=True)
-def walk_keys_kernel(mode, buf, dbuf, b_src, b_start, b_end, b_count, b_base_offset, b_flag, b_ordinal,
-                     lo_offset, hi_offset, weak, n_slices, slice_index, slots, arena, state, found_bits,
-                     superseded_bits, mark, from_b, from_k, from_p):
-    """Walk the records of the flagged batches (b_flag[b] != 0); batch b's records lie in ``buf``
-    (b_src 0) or ``dbuf`` (1) at [b_start, b_end). Keys in another hash slice are passed over.
-
-    WALK_INSERT: every non-null key with offset >= lo_offset goes into the map; ``mark``: the
-    record's bits are set as ``map_put`` says (b_ordinal[b] + its index in the batch: its ordinal).
-    WALK_COUNT: every non-null key with offset >= lo_offset updates the HyperLogLog registers,
-    which ``hll_estimate`` turns into a distinct-key count (``found_bits``: the registers).
-    WALK_MARK: every non-null key with offset < hi_offset is looked up; when the map holds it, the
-    record's bit (b_ordinal[b] + its index in the batch) is set in ``found_bits``, and in
-    ``superseded_bits`` too when the map's offset is greater than the record's.
-
-    The walk starts at record ``from_k`` (at byte ``from_p``) of batch ``from_b`` (0, 0, -1: the
-    start), so that a walk stopped by WALK_FULL resumes where it stopped once the map has grown.
-    Returns (status, batch, record in it, its byte position, records put or counted)."""
-    walked = 0
-    for b in range(from_b, b_start.shape[0]):
-        if b_flag[b] == 0:
-            continue
-        src = buf if b_src[b] == 0 else dbuf
-        p = b_start[b]
-        first = 0
-        if b == from_b and from_p >= 0:
-            p = from_p
-            first = from_k
-        end = b_end[b]
-        base = b_base_offset[b]
-        for k in range(first, b_count[b]):
-            rec = p
-            length, p = read_varint(src, p, end)
-            if p < 0 or length <= 0 or p + length > end:
-                return WALK_MALFORMED, b, k, rec, walked
-            rend = p + length
-            _ts, c = read_varlong(src, p + 1, rend)            # attributes, timestampDelta
-            if c < 0:
-                return WALK_MALFORMED, b, k, rec, walked
-            od, c = read_varint(src, c, rend)
-            if c < 0:
-                return WALK_MALFORMED, b, k, rec, walked
-            klen, c = read_varint(src, c, rend)
-            if c < 0 or c + klen > rend:
-                return WALK_MALFORMED, b, k, rec, walked
-            p = rend
-            if klen < 0:                                        # null key: never in the map
-                continue
-            offset = base + od
-            if mode == WALK_MARK:
-                if offset >= hi_offset:
-                    continue
-            elif offset < lo_offset:
-                continue
-            h = key_hash(src, c, klen, weak)
-            if mode == WALK_COUNT:
-                j = np.int64(h >> np.uint64(64 - HLL_BITS))
-                w = h << np.uint64(HLL_BITS)
-                rank = 1
-                while rank <= 64 - HLL_BITS and (w & np.uint64(0x8000000000000000)) == np.uint64(0):
-                    w <<= np.uint64(1)
-                    rank += 1
-                if rank > found_bits[j]:
-                    found_bits[j] = np.uint8(rank)
-                walked += 1
-                continue
-            if n_slices > 1 and slice_of(h, n_slices) != slice_index:
-                continue
-            if mode == WALK_INSERT:
-                if not map_put(slots, arena, state, src, c, klen, h, offset, b_ordinal[b] + k, mark, found_bits,
-                               superseded_bits):
-                    return WALK_FULL, b, k, rec, walked
-                walked += 1
-            else:
-                latest = map_get(slots, arena, src, c, klen, h)
-                if latest != NOT_FOUND:
-                    set_bit(found_bits, b_ordinal[b] + k)
-                    if offset < latest:
-                        set_bit(superseded_bits, b_ordinal[b] + k)
-        if p != end:
-            return WALK_MALFORMED, b, b_count[b], p, walked
-    return WALK_OK, -1, 0, 0, walked
-
-
-@njit(cache=_CACHE, nogil=True)
-def bits_kernel(found_bits, superseded_bits, ordinals, offsets, out):
-    """The answer of a lookup from the bitsets, as ``lookup_kernel`` gives it from the map, for the
-    records at ``ordinals`` (with their ``offsets``): NOT_FOUND, the record's own offset (it is the
-    latest of its key) or offset + 1 (a later record supersedes it)."""
-    for j in range(ordinals.shape[0]):
-        bit = ordinals[j]
-        byte, mask = bit >> 3, np.uint8(1 << (bit & 7))
-        if superseded_bits[byte] & mask:
-            out[j] = offsets[j] + 1
-        elif found_bits[byte] & mask:
-            out[j] = offsets[j]
-        else:
-            out[j] = NOT_FOUND
-
-
 # --- Python side ---------------------------------------------------------------------------
-
-def hll_estimate(registers: np.ndarray) -> float:
-    """HyperLogLog's distinct count from its registers, with the small-range correction."""
-    m = float(len(registers))
-    alpha = 0.7213 / (1 + 1.079 / m)
-    e = alpha * m * m / float(np.sum(np.ldexp(1.0, -registers.astype(np.int64))))
-    zeros = int(np.count_nonzero(registers == 0))
-    if e <= 2.5 * m and zeros:
-        return m * np.log(m / zeros)
-    return e
-
 
 def dedupe_budget(dedupe_buffer_size: int, concurrent_cleaners: int) -> int:
     """The bytes one cleaner's map may take: ``log.cleaner.dedupe.buffer.size`` split evenly across
@@ -544,7 +326,12 @@ class KeyMap:
         return bool(self.state[_OUT_OF_ORDER])
 
     def arrays(self):
+        """The slots and the arena (what a lookup reads)."""
         return self.slots, self.arena
+
+    def table(self):
+        """(slots, arena, state): what a walk that inserts reads and writes."""
+        return self.slots, self.arena, self.state
 
     def lookup(self, keys, index: np.ndarray) -> np.ndarray:
         """map[key] for the records ``index`` of an Arrow binary column ``keys`` (non-null there);
@@ -558,5 +345,6 @@ class KeyMap:
         return out
 
 
-__all__ = ["ARENA_LIMIT", "EMPTY_SLOT", "KeyMap", "MAX_MARKED_RECORDS", "set_bit", "KeyMapStats", "NOT_FOUND", "SLOT_BYTES", "WALK_FULL", "WALK_INSERT", "WALK_MALFORMED",
-           "WALK_COUNT", "WALK_MARK", "WALK_OK", "grow_kernel", "bits_kernel", "dedupe_budget", "hll_estimate", "key_hash", "lookup_kernel", "walk_keys_kernel"]
+__all__ = ["ARENA_LIMIT", "EMPTY_SLOT", "INITIAL_CAPACITY", "INLINE_BYTES", "KeyMap", "KeyMapStats", "MAX_MARKED_RECORDS",
+           "MIN_BUDGET", "MIN_CAPACITY", "NOT_FOUND", "SLOT_BYTES", "SLOT_WORDS", "clear_kernel", "dedupe_budget",
+           "grow_kernel", "lookup_kernel", "map_get", "map_put"]

@@ -1,8 +1,21 @@
 """The map pass of a round (``Cleaner.buildOffsetMap`` in Kafka's ``Cleaner.java``) over a partition's segments,
 compiled: a window of batches is decompressed in one call, the transaction tracker sees only the
-transactional and control batches (Python; rare), and ``key_map.walk_keys_kernel`` walks the keys
-into the budgeted map. When the dirty range holds more distinct keys than the map takes, hash-slice
-passes mark the superseded records of the recopied range in bitsets instead (``key_map``).
+transactional and control batches (Python; rare), and ``walk_keys_kernel`` walks the keys into the
+budgeted map (``key_map``). When the dirty range holds more distinct keys than the map takes,
+hash-slice passes mark the superseded records of the recopied range in bitsets instead (``bitsets``).
+
+Hash slices: when the dirty range holds more distinct keys than fit, pass s of n keeps only the
+keys whose hash's high 32 bits fall in slice s (``key_hash.slice_of``) and marks, in two bitsets
+over the records of the recopied range (one bit per record each), which records a later record of
+the same key supersedes and which records' keys are in the map; n is planned from a HyperLogLog
+count of the distinct keys (``hyper_log_log``), doubled while a slice still overflows. Kafka's
+cleaner stops the round where its map fills and leaves the rest for the next round; these passes
+clean the whole range in one round.
+
+The walk (``walk_keys_kernel``) reads each record's length, offset delta and key (attributes,
+timestamp, value and headers are skipped by length): no value is copied. Its parameters come in
+groups (``WalkRecords``, ``WalkBatches``, ``WalkKeys``, ``WalkBits``, ``WalkFrom`` and the map's
+``arrays()``), named tuples that numba unpacks at no cost.
 
 Which records enter the map is ``offset_map.map_entries``' rule (the reference): the dirty range
 [firstDirty, upperBound) walked from ``offsetIndex.lookup(firstDirty)``, control batches only update
@@ -20,10 +33,12 @@ map answers everything (one pass) or every record is marked by lookup (hash slic
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
+from numba import njit
 
 from kafkalog.errors import KafkalogError
 from kafkalog.format import control_record as cr
@@ -32,8 +47,12 @@ from kafkalog.format.decoder import decode_window, decompress_batches
 from kafkalog.format.file_records import HeaderArrays
 from kafkalog.fs import filesystem
 from kafkalog.format.varint import read_varint, read_varlong
-from kafkalog.cleaner import key_map as km
+from kafkalog.cleaner.bitsets import new_bitsets, set_bit
+from kafkalog.cleaner.hyper_log_log import hll_add, hll_estimate, new_registers
+from kafkalog.cleaner.key_hash import key_hash, slice_of
+from kafkalog.cleaner.key_map import MAX_MARKED_RECORDS, NOT_FOUND, KeyMap, KeyMapStats, map_get, map_put
 from kafkalog.cleaner.source_segments import start_position
+from kafkalog.format.records_accel import read_varint as read_varint_at, read_varlong as read_varlong_at
 from kafkalog.log.local_log import collect_aborted_transactions
 from kafkalog.log.segment import LogSegment
 from kafkalog.topic_partition import UNKNOWN_PARTITION
@@ -50,6 +69,166 @@ SLICE_HEADROOM = 1.25              # slices planned for this many times the esti
 MAX_RESTARTS = 6                   # slice counts tried (each doubles) before giving up
 
 _TXN_OR_CONTROL = rb.TRANSACTIONAL_FLAG_MASK | rb.CONTROL_FLAG_MASK
+_CACHE = os.path.isfile(__file__)
+
+# walk modes
+WALK_INSERT = 0     # map[key] = offset for the batches flagged, records at or past ``lo_offset``
+WALK_MARK = 1       # set the bits of the flagged batches' records below ``hi_offset``
+WALK_COUNT = 2      # count the distinct keys at or past ``lo_offset`` (HyperLogLog registers)
+
+# walk statuses
+WALK_OK = 0
+WALK_FULL = 1       # the map is full (at its current size): batch, record and byte position say where
+WALK_MALFORMED = 2  # a record does not walk (the decoder would refuse it and name the error)
+
+
+class WalkRecords(NamedTuple):
+    """Where a window's records lie: the segment's bytes, and the decompressed records of its
+    compressed batches."""
+    buf: np.ndarray          # uint8: the segment file (mapped)
+    dbuf: np.ndarray         # uint8: the window's decompressed records regions
+
+
+class WalkBatches(NamedTuple):
+    """Per batch of the window (arrays of one length)."""
+    src: np.ndarray          # 0: its records lie in ``buf``, 1: in ``dbuf``
+    start: np.ndarray        # where its records start there
+    end: np.ndarray          # ... and end
+    records: np.ndarray      # int64 records count (not ``count``: that is tuple.count)
+    base_offset: np.ndarray  # int64 baseOffset
+    flag: np.ndarray         # uint8: 1 for the batches walked
+    ordinal: np.ndarray      # int64: its first record's ordinal in the recopied range
+
+
+class WalkKeys(NamedTuple):
+    """Which keys a walk takes."""
+    lo_offset: int           # WALK_INSERT / WALK_COUNT: records at or past it
+    hi_offset: int           # WALK_MARK: records below it
+    n_slices: int            # hash slices of the round (1: every key)
+    slice_index: int         # the slice this pass takes
+    weak: bool               # the tests' weak hash (``key_hash``)
+
+
+class WalkBits(NamedTuple):
+    """What a walk marks: the two bitsets (``bitsets``), and whether an insert marks as it goes.
+    WALK_COUNT: ``found`` is the HyperLogLog registers."""
+    found: np.ndarray
+    superseded: np.ndarray
+    mark: bool
+
+
+class WalkFrom(NamedTuple):
+    """Where a walk starts: record ``record`` (at byte ``position``) of batch ``batch``; (0, 0, -1):
+    the start. A walk stopped by WALK_FULL resumes there once the map has grown."""
+    batch: int
+    record: int
+    position: int
+
+
+WALK_START = WalkFrom(0, 0, -1)
+
+
+@njit(cache=_CACHE, nogil=True)
+def walk_keys_kernel(mode, records, batches, keys, table, bits, start):
+    """Walk the records of the flagged batches (``batches.flag[b] != 0``); batch b's records lie in
+    ``records.buf`` (``src`` 0) or ``records.dbuf`` (1) at [start, end). Keys in another hash slice
+    are passed over.
+
+    WALK_INSERT: every non-null key with offset >= lo_offset goes into the map; ``bits.mark``: the
+    record's bits are set as ``map_put`` says (``batches.ordinal[b]`` + its index in the batch: its
+    ordinal). WALK_COUNT: every non-null key with offset >= lo_offset updates the HyperLogLog
+    registers (``bits.found``). WALK_MARK: every non-null key with offset < hi_offset is looked up;
+    when the map holds it, the record's bit is set in ``bits.found``, and in ``bits.superseded`` too
+    when the map's offset is greater than the record's.
+
+    :param mode: WALK_INSERT, WALK_MARK or WALK_COUNT.
+    :param records: ``WalkRecords``.
+    :param batches: ``WalkBatches``.
+    :param keys: ``WalkKeys``.
+    :param table: the map's (slots, arena, state) (``KeyMap.table()``).
+    :param bits: ``WalkBits``.
+    :param start: ``WalkFrom``.
+    :returns: (status, batch, record in it, its byte position, records put or counted).
+    """
+    buf, dbuf = records
+    b_src, b_start, b_end, b_count, b_base_offset, b_flag, b_ordinal = batches
+    lo_offset, hi_offset, n_slices, slice_index, weak = keys
+    slots, arena, state = table
+    found_bits, superseded_bits, mark = bits
+    from_b, from_k, from_p = start
+    walked = 0
+    for b in range(from_b, b_start.shape[0]):
+        if b_flag[b] == 0:
+            continue
+        src = buf if b_src[b] == 0 else dbuf
+        p = b_start[b]
+        first = 0
+        if b == from_b and from_p >= 0:
+            p = from_p
+            first = from_k
+        end = b_end[b]
+        base = b_base_offset[b]
+        for k in range(first, b_count[b]):
+            rec = p
+            length, p = read_varint_at(src, p, end)
+            if p < 0 or length <= 0 or p + length > end:
+                return WALK_MALFORMED, b, k, rec, walked
+            rend = p + length
+            _ts, c = read_varlong_at(src, p + 1, rend)          # attributes, timestampDelta
+            if c < 0:
+                return WALK_MALFORMED, b, k, rec, walked
+            od, c = read_varint_at(src, c, rend)
+            if c < 0:
+                return WALK_MALFORMED, b, k, rec, walked
+            klen, c = read_varint_at(src, c, rend)
+            if c < 0 or c + klen > rend:
+                return WALK_MALFORMED, b, k, rec, walked
+            p = rend
+            if klen < 0:                                        # null key: never in the map
+                continue
+            offset = base + od
+            if mode == WALK_MARK:
+                if offset >= hi_offset:
+                    continue
+            elif offset < lo_offset:
+                continue
+            h = key_hash(src, c, klen, weak)
+            if mode == WALK_COUNT:
+                hll_add(found_bits, h)
+                walked += 1
+                continue
+            if n_slices > 1 and slice_of(h, n_slices) != slice_index:
+                continue
+            if mode == WALK_INSERT:
+                if not map_put(slots, arena, state, src, c, klen, h, offset, b_ordinal[b] + k, mark, found_bits,
+                               superseded_bits):
+                    return WALK_FULL, b, k, rec, walked
+                walked += 1
+            else:
+                latest = map_get(slots, arena, src, c, klen, h)
+                if latest != NOT_FOUND:
+                    set_bit(found_bits, b_ordinal[b] + k)
+                    if offset < latest:
+                        set_bit(superseded_bits, b_ordinal[b] + k)
+        if p != end:
+            return WALK_MALFORMED, b, b_count[b], p, walked
+    return WALK_OK, -1, 0, 0, walked
+
+
+@njit(cache=_CACHE, nogil=True)
+def bits_kernel(found_bits, superseded_bits, ordinals, offsets, out):
+    """The answer of a lookup from the bitsets, as ``key_map.lookup_kernel`` gives it from the map,
+    for the records at ``ordinals`` (with their ``offsets``): NOT_FOUND, the record's own offset (it
+    is the latest of its key) or offset + 1 (a later record supersedes it)."""
+    for j in range(ordinals.shape[0]):
+        bit = ordinals[j]
+        byte, mask = bit >> 3, np.uint8(1 << (bit & 7))
+        if superseded_bits[byte] & mask:
+            out[j] = offsets[j] + 1
+        elif found_bits[byte] & mask:
+            out[j] = offsets[j]
+        else:
+            out[j] = NOT_FOUND
 
 
 def _readonly(a: np.ndarray) -> np.ndarray:
@@ -121,8 +300,8 @@ class KeyVerdicts:
     the bitsets (one bit per record of the recopied range each)."""
 
     end_offset: int
-    stats: km.KeyMapStats
-    key_map: Optional[km.KeyMap] = None
+    stats: KeyMapStats
+    key_map: Optional[KeyMap] = None
     found_bits: np.ndarray = field(default_factory=lambda: NO_BITS)
     superseded_bits: np.ndarray = field(default_factory=lambda: NO_BITS)
     map_below: int = MAP_NEVER
@@ -144,7 +323,7 @@ class KeyVerdicts:
         if not asked.all():          # (the bitsets exist wherever the map is not asked)
             rest = ~asked
             answers = np.empty(int(rest.sum()), np.int64)
-            km.bits_kernel(self.found_bits, self.superseded_bits, ordinals[rest], offsets[rest], answers)
+            bits_kernel(self.found_bits, self.superseded_bits, ordinals[rest], offsets[rest], answers)
             out[rest] = answers
         return out
 
@@ -203,8 +382,8 @@ class _PassResult:
     marked: bool = False       # the bits it set are the map's answers for the dirty records
 
 
-def _insert_pass(plan, walk: _DirtyWalk, m: km.KeyMap, n_slices: int, s: int, max_batch_bytes: int,
-                 mode: int = km.WALK_INSERT, registers: Optional[np.ndarray] = None,
+def _insert_pass(plan, walk: _DirtyWalk, m: KeyMap, n_slices: int, s: int, max_batch_bytes: int,
+                 mode: int = WALK_INSERT, registers: Optional[np.ndarray] = None,
                  bits: Optional[Tuple[np.ndarray, np.ndarray]] = None,
                  cache: Optional[WindowCache] = None) -> _PassResult:
     """Pass s: keys of slice s into the map (or, WALK_COUNT, into ``registers``); ``bits``: (found,
@@ -216,6 +395,8 @@ def _insert_pass(plan, walk: _DirtyWalk, m: km.KeyMap, n_slices: int, s: int, ma
     found, superseded = bits if bits is not None else (registers if registers is not None else NO_BITS, NO_BITS)
     mark = bits is not None
     bits_bytes = found.nbytes + superseded.nbytes if mark else 0
+    keys = WalkKeys(plan.first_dirty_offset, plan.upper_bound_offset, n_slices, s, m.weak_hash)
+    walk_bits = WalkBits(found, superseded, mark)
     skipped_data = False
     if cache is not None:
         cache.trim(m.budget - m.nbytes - bits_bytes)
@@ -226,27 +407,27 @@ def _insert_pass(plan, walk: _DirtyWalk, m: km.KeyMap, n_slices: int, s: int, ma
             skipped_data |= skipped
             counts = w.headers.recordsCount.astype(np.int64)
             b_ordinal = ordinals[w.first:w.first + len(counts)]
-            b, k, at = 0, 0, -1
+            records = WalkRecords(w.buf, w.dbuf)
+            batches = WalkBatches(w.b_src, w.b_start, w.b_end, counts, w.headers.baseOffset, flags, b_ordinal)
+            start = WALK_START
             while True:
-                status, b, k, at, _walked = km.walk_keys_kernel(
-                    mode, w.buf, w.dbuf, w.b_src, w.b_start, w.b_end, counts, w.headers.baseOffset, flags,
-                    b_ordinal, plan.first_dirty_offset, plan.upper_bound_offset, m.weak_hash, n_slices, s,
-                    *m.arrays(), m.state, found, superseded, mark, b, k, at)
-                if status != km.WALK_FULL or not m.grow():
+                status, b, k, at, _walked = walk_keys_kernel(mode, records, batches, keys, m.table(), walk_bits, start)
+                start = WalkFrom(b, k, at)
+                if status != WALK_FULL or not m.grow():
                     break
                 if cache is not None:
                     cache.trim(m.budget - m.nbytes - bits_bytes)
-            if cache is not None and status == km.WALK_OK:
+            if cache is not None and status == WALK_OK:
                 cache.offer(seg.base_offset, w.first, w.b_src, w.b_start, w.b_end, w.dbuf,
                             room=m.budget - m.nbytes - bits_bytes)
-            if status == km.WALK_FULL:
+            if status == WALK_FULL:
                 return _PassResult(False)
-            if status == km.WALK_MALFORMED:
+            if status == WALK_MALFORMED:
                 _refuse(w, seg, b, at, max_batch_bytes)
     return _PassResult(True, mark and not skipped_data and not m.out_of_order)
 
 
-def _mark_pass(plan, recopied: Sequence[LogSegment], first_ordinals: Dict[int, int], m: km.KeyMap, n_slices: int,
+def _mark_pass(plan, recopied: Sequence[LogSegment], first_ordinals: Dict[int, int], m: KeyMap, n_slices: int,
                s: int, below_offset: int, found: np.ndarray, superseded: np.ndarray, max_batch_bytes: int) -> None:
     """Set the bits of the recopied records below ``below_offset`` whose keys (of slice s) the map
     holds: found, and superseded when the map's offset is greater."""
@@ -258,11 +439,12 @@ def _mark_pass(plan, recopied: Sequence[LogSegment], first_ordinals: Dict[int, i
             h = w.headers
             counts = np.maximum(h.recordsCount.astype(np.int64), 0)
             data = ((h.attributes & rb.CONTROL_FLAG_MASK) == 0).astype(np.uint8)
-            status, b, _k, at, _ = km.walk_keys_kernel(
-                km.WALK_MARK, w.buf, w.dbuf, w.b_src, w.b_start, w.b_end, counts, h.baseOffset, data,
-                ordinals[w.first:w.first + len(h)], plan.first_dirty_offset, below_offset, m.weak_hash, n_slices, s,
-                *m.arrays(), m.state, found, superseded, False, 0, 0, -1)
-            if status == km.WALK_MALFORMED:
+            status, b, _k, at, _ = walk_keys_kernel(
+                WALK_MARK, WalkRecords(w.buf, w.dbuf),
+                WalkBatches(w.b_src, w.b_start, w.b_end, counts, h.baseOffset, data, ordinals[w.first:w.first + len(h)]),
+                WalkKeys(plan.first_dirty_offset, below_offset, n_slices, s, m.weak_hash), m.table(),
+                WalkBits(found, superseded, False), WALK_START)
+            if status == WALK_MALFORMED:
                 _refuse(w, seg, b, at, max_batch_bytes)
 
 
@@ -281,10 +463,6 @@ def _dirty_outside_walk(recopied: Sequence[LogSegment], starts, first_dirty: int
     return False
 
 
-def _new_bits(nbits: int) -> Tuple[np.ndarray, np.ndarray]:
-    return np.zeros((nbits + 7) // 8, np.uint8), np.zeros((nbits + 7) // 8, np.uint8)
-
-
 def build_key_verdicts(plan, *, budget: int, load_factor: float, max_batch_bytes: int,
                        weak_hash: bool = False, slices: Optional[int] = None, mark: bool = True,
                        keep_windows: bool = True) -> KeyVerdicts:
@@ -296,7 +474,7 @@ def build_key_verdicts(plan, *, budget: int, load_factor: float, max_batch_bytes
     first_dirty = plan.first_dirty_offset
     recopied = [s for s in plan.segments if s.base_offset < end_offset]
     seg_ordinal, nbits = segment_ordinals(recopied)
-    mark = mark and nbits < km.MAX_MARKED_RECORDS
+    mark = mark and nbits < MAX_MARKED_RECORDS
     dirty = plan.dirty_segments()
     starts = [(s, start_position(s, first_dirty) if i == 0 else 0, seg_ordinal[s.base_offset])
               for i, s in enumerate(dirty)]
@@ -308,11 +486,11 @@ def build_key_verdicts(plan, *, budget: int, load_factor: float, max_batch_bytes
     if mark and _dirty_outside_walk(recopied, starts, first_dirty):
         mark = False
     walk = _DirtyWalk(starts, records)
-    m = km.KeyMap(budget, load_factor, weak_hash=weak_hash, max_records=records)
-    stats = km.KeyMapStats(budget=budget, capacity=m.capacity, max_keys=m.max_keys)
+    m = KeyMap(budget, load_factor, weak_hash=weak_hash, max_records=records)
+    stats = KeyMapStats(budget=budget, capacity=m.capacity, max_keys=m.max_keys)
     n_slices = slices or 1
     if n_slices == 1:
-        bits = _new_bits(nbits) if mark else None
+        bits = new_bitsets(nbits) if mark else None
         cache = WindowCache(budget) if keep_windows else None
         result = _insert_pass(plan, walk, m, 1, 0, max_batch_bytes, bits=bits, cache=cache)
         if result.complete:
@@ -324,12 +502,12 @@ def build_key_verdicts(plan, *, budget: int, load_factor: float, max_batch_bytes
         if cache is not None:
             cache.trim(0)            # the slices take the whole budget: no window is kept, no page held
         # count the distinct keys (HyperLogLog, one more keys-only walk) to plan the slices
-        registers = np.zeros(km.HLL_REGISTERS, np.uint8)
-        _insert_pass(plan, walk, m, 1, 0, max_batch_bytes, mode=km.WALK_COUNT, registers=registers)
-        estimate = km.hll_estimate(registers)
+        registers = new_registers()
+        _insert_pass(plan, walk, m, 1, 0, max_batch_bytes, mode=WALK_COUNT, registers=registers)
+        estimate = hll_estimate(registers)
         n_slices = max(2, math.ceil(estimate * SLICE_HEADROOM / max(m.max_keys, 1)))
     for _attempt in range(MAX_RESTARTS):
-        found, superseded = _new_bits(nbits)
+        found, superseded = new_bitsets(nbits)
         keys = 0
         for s in range(n_slices):
             m.clear()
@@ -339,7 +517,7 @@ def build_key_verdicts(plan, *, budget: int, load_factor: float, max_batch_bytes
                 break
             if mark and not result.marked:          # bits the map would not give: mark every record by lookup
                 mark = False
-                found, superseded = _new_bits(nbits)
+                found, superseded = new_bitsets(nbits)
                 for earlier in range(s):
                     m.clear()
                     _insert_pass(plan, walk, m, n_slices, earlier, max_batch_bytes)
@@ -359,4 +537,6 @@ def build_key_verdicts(plan, *, budget: int, load_factor: float, max_batch_bytes
                         hint="raise log.cleaner.dedupe.buffer.size")
 
 
-__all__ = ["KeyVerdicts", "MAP_ALWAYS", "MAP_NEVER", "NO_BITS", "build_key_verdicts", "segment_ordinals"]
+__all__ = ["KeyVerdicts", "WALK_COUNT", "WALK_FULL", "WALK_INSERT", "WALK_MALFORMED", "WALK_MARK", "WALK_OK",
+           "WALK_START", "WalkBatches", "WalkBits", "WalkFrom", "WalkKeys", "WalkRecords", "bits_kernel", "walk_keys_kernel",
+           "MAP_ALWAYS", "MAP_NEVER", "NO_BITS", "build_key_verdicts", "segment_ordinals"]

@@ -12,6 +12,7 @@ import uuid
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from kafkalog.cleaner.cleaner import map_budget
+from kafkalog.cleaner.clean_options import CleanOptions
 from kafkalog.cleaner.partition_run import run_partition
 from kafkalog.config import KafkaConfigs
 from kafkalog.fs.durable import fenced
@@ -108,8 +109,9 @@ def compact_log_dir(log_dir: os.PathLike | str, *, configs: KafkaConfigs, now_ms
     budget = map_budget(configs.broker, concurrent_cleaners=1)
 
     def run() -> List[dict]:
-        return [run_partition(log_dir, folder, configs=configs, now_ms=now_ms, dry_run=dry_run,
-                              explain=asked.get(folder, []), map_budget_bytes=budget) for folder in folders]
+        return [run_partition(log_dir, folder, configs=configs, now_ms=now_ms,
+                              options=CleanOptions(dry_run=dry_run, map_budget_bytes=budget),
+                              explain=asked.get(folder, [])) for folder in folders]
     if dry_run:
         rows = run()
     else:

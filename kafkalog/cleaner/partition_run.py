@@ -11,11 +11,13 @@ leaves no temporary file behind.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Dict, Optional, Sequence
+from typing import List, Optional, Sequence
 
 from kafkalog.errors import KafkalogError
 from kafkalog.fs.names import KRAFT_METADATA_TOPIC, parse_partition_dir_name
+from kafkalog.cleaner.clean_options import CleanOptions
 from kafkalog.cleaner.cleanable import NotCleanableReason
 from kafkalog.cleaner.cleaner import clean_partition
 from kafkalog.cleaner.plan import plan_partition
@@ -23,21 +25,90 @@ from kafkalog.cleaner.results import (OUTCOME_DONE, OUTCOME_DRY_RUN, OUTCOME_FAI
                                       PartitionCleanResult)
 from kafkalog.log.local_log import pending_swap_files
 from kafkalog.log.recover import recover_partition
+from kafkalog.row_types import Int32, as_row, row_fields
 
 # statuses of a partition in the report
 CLEANED, WOULD_CLEAN, SKIPPED, ERROR = "cleaned", "would-clean", "skipped", "error"
 
-PLAN_FIELDS = ("log_dir", "partition_dir", "topic", "partition", "status", "reason", "outcome", "cleanable_ratio",
-               "min_cleanable_dirty_ratio", "first_dirty_offset", "upper_bound_offset", "clean_bytes",
-               "cleanable_bytes", "total_bytes", "log_start_offset", "log_end_offset", "high_watermark",
-               "checkpoint_offset", "first_unstable_offset", "need_compaction_now", "plan")
-COUNT_FIELDS = ("batches_read", "batches_copied", "batches_rewritten", "batches_emptied", "batches_removed",
-                "records_read", "records_kept", "records_superseded", "records_null_key", "tombstones_kept",
-                "tombstones_removed", "aborted_records_removed", "markers_kept", "markers_removed",
-                "horizons_stamped", "bytes_read", "bytes_written")
-RESULT_FIELDS = ("end_offset", "map_size", "passes", "map_keys", "map_budget", "map_bytes", "groups",
-                 "bytes_removed", "duration_s")
-ROW_FIELDS = PLAN_FIELDS + RESULT_FIELDS + COUNT_FIELDS + ("explain",)
+@dataclass(slots=True)
+class _PlanColumns:
+    """What the plan says of the partition (``plan_partition``, ``cleanable_offsets``)."""
+    log_dir: Optional[str] = None
+    partition_dir: Optional[str] = None
+    topic: Optional[str] = None
+    partition: Optional[Int32] = None
+    status: Optional[str] = None                    # cleaned / would-clean / skipped / error
+    reason: Optional[str] = None
+    outcome: Optional[str] = None                   # done / not needed / failed / rolled back / dry run
+    cleanable_ratio: Optional[float] = None
+    min_cleanable_dirty_ratio: Optional[float] = None
+    first_dirty_offset: Optional[int] = None
+    upper_bound_offset: Optional[int] = None
+    clean_bytes: Optional[int] = None
+    cleanable_bytes: Optional[int] = None
+    total_bytes: Optional[int] = None
+    log_start_offset: Optional[int] = None
+    log_end_offset: Optional[int] = None
+    high_watermark: Optional[int] = None
+    checkpoint_offset: Optional[int] = None
+    first_unstable_offset: Optional[int] = None
+    need_compaction_now: Optional[bool] = None
+    plan: Optional[str] = None
+
+
+@dataclass(slots=True)
+class _ResultColumns(_PlanColumns):
+    """What the round did (``PartitionCleanResult``, its map's ``KeyMapStats``)."""
+    end_offset: Optional[int] = None
+    map_size: Optional[int] = None
+    passes: Optional[int] = None
+    map_keys: Optional[int] = None
+    map_budget: Optional[int] = None
+    map_bytes: Optional[int] = None
+    groups: Optional[Int32] = None
+    bytes_removed: Optional[int] = None
+    duration_s: Optional[float] = None
+
+
+@dataclass(slots=True)
+class _CountColumns(_ResultColumns):
+    """The round's committed counts (``FilterCounts``: Kafka's ``CleanerStats`` and more)."""
+    batches_read: Optional[int] = None
+    batches_copied: Optional[int] = None
+    batches_rewritten: Optional[int] = None
+    batches_emptied: Optional[int] = None
+    batches_removed: Optional[int] = None
+    records_read: Optional[int] = None
+    records_kept: Optional[int] = None
+    records_superseded: Optional[int] = None
+    records_null_key: Optional[int] = None
+    tombstones_kept: Optional[int] = None
+    tombstones_removed: Optional[int] = None
+    aborted_records_removed: Optional[int] = None
+    markers_kept: Optional[int] = None
+    markers_removed: Optional[int] = None
+    horizons_stamped: Optional[int] = None
+    bytes_read: Optional[int] = None
+    bytes_written: Optional[int] = None
+
+
+@dataclass(slots=True)
+class CompactionRow(_CountColumns):
+    """One partition's row of the compaction report: its columns, in order, with their types (the
+    Spark job's Arrow schema is ``row_types.arrow_schema(CompactionRow)``). ``slots``: a misspelt
+    column is an AttributeError, not a silent extra key."""
+    explain: List[str] = field(default_factory=list)
+
+    def update(self, **values) -> None:
+        """Set these columns (names as the fields')."""
+        for name, value in values.items():
+            setattr(self, name, value)
+
+
+PLAN_FIELDS = row_fields(_PlanColumns)
+RESULT_FIELDS = row_fields(_ResultColumns)[len(PLAN_FIELDS):]
+COUNT_FIELDS = row_fields(_CountColumns)[len(PLAN_FIELDS) + len(RESULT_FIELDS):]
+ROW_FIELDS = row_fields(CompactionRow)
 
 
 # KafkaRaftServer's metadata log is raft's (KafkaMetadataLog): the LogManager never loads it, so no
@@ -56,16 +127,16 @@ def _cleanable_reason(offsets, config) -> str:
             f"{config.min_cleanable_dirty_ratio}")
 
 
-def _fill_result(row: dict, result: PartitionCleanResult, dry_run: bool) -> None:
-    row["outcome"] = result.outcome
+def _fill_result(row: CompactionRow, result: PartitionCleanResult, dry_run: bool) -> None:
+    row.outcome = result.outcome
     if result.error is not None:
         row.update(status=ERROR, reason=result.error)
     elif result.skipped_reason is not None:
         row.update(status=SKIPPED, reason=result.skipped_reason)
     else:
-        row["status"] = WOULD_CLEAN if dry_run else CLEANED
+        row.status = WOULD_CLEAN if dry_run else CLEANED
     counts = result.committed_counts().as_dict()
-    row.update({k: counts[k] for k in COUNT_FIELDS})
+    row.update(**{k: counts[k] for k in COUNT_FIELDS})
     stats = result.map_stats
     row.update(end_offset=result.end_offset if (result.cleaned or dry_run) else None, map_size=result.map_size,
                groups=len(result.groups), bytes_removed=result.committed_bytes_removed(),
@@ -73,24 +144,35 @@ def _fill_result(row: dict, result: PartitionCleanResult, dry_run: bool) -> None
                map_budget=stats.budget if stats else None, map_bytes=stats.bytes if stats else None)
 
 
-def run_partition(log_dir: str, folder: str, *, configs, now_ms: int, dry_run: bool,
-                  explain: Sequence[int] = (), map_budget_bytes: Optional[int] = None) -> dict:
+def run_partition(log_dir: str, folder: str, *, configs, now_ms: int, options: CleanOptions = CleanOptions(),
+                  explain: Sequence[int] = ()) -> dict:
     """Plan and (unless not cleanable) clean one partition folder; the caller holds the log dir's
-    lock. Returns its report row (``ROW_FIELDS``); never raises for a problem of this partition."""
+    lock. Returns its report row (a ``CompactionRow`` as the plain dict the job moves and the JSON
+    report prints); never raises for a problem of this partition.
+
+    :param log_dir: the log dir (for the row).
+    :param folder: the partition folder.
+    :param configs: the broker's and the topics' configs.
+    :param now_ms: the time every time-based rule is evaluated at.
+    :param options: how the round runs (``dry_run``, ``map_budget_bytes``, ``engine``...); the lock is
+        the caller's and the reasons kept are those ``explain`` asks for.
+    :param explain: offsets whose fate the row's ``explain`` says.
+    """
+    dry_run = options.dry_run
+    options = replace(options, lock=False, record_decisions=set(explain) or False)
     started = time.monotonic()
-    row: Dict[str, Any] = {f: None for f in ROW_FIELDS}
-    row.update(log_dir=log_dir, partition_dir=folder, explain=[], outcome=OUTCOME_NOT_NEEDED)
+    row = CompactionRow(log_dir=log_dir, partition_dir=folder, outcome=OUTCOME_NOT_NEEDED)
     name = Path(folder).name
     try:
         topic, partition, kind = parse_partition_dir_name(name)
     except KafkalogError as exc:
         row.update(topic=name, partition=-1, status=ERROR, outcome=OUTCOME_FAILED,
                    reason=f"{exc}; a broker refuses a log dir holding it", explain=_not_cleaned(explain, str(exc)))
-        return row
+        return as_row(row)
     row.update(topic=topic, partition=partition)
     try:
         config = configs.for_topic(topic)
-        row["min_cleanable_dirty_ratio"] = float(config.min_cleanable_dirty_ratio)
+        row.min_cleanable_dirty_ratio = float(config.min_cleanable_dirty_ratio)
         if kind != "live":
             row.update(status=SKIPPED, reason=f"{kind} partition folder (only live partitions are cleaned)")
         elif topic == KRAFT_METADATA_TOPIC:
@@ -113,27 +195,26 @@ def run_partition(log_dir: str, folder: str, *, configs, now_ms: int, dry_run: b
                 row.update(status=SKIPPED,
                            reason="segments hold v0/v1 messages; the legacy compaction rules are not implemented")
             else:
-                row["reason"] = _cleanable_reason(o, config)
+                row.reason = _cleanable_reason(o, config)
                 try:
                     result = clean_partition(folder, config=config, now_ms=now_ms, broker=configs.broker,
-                                             dry_run=dry_run, record_decisions=set(explain) or False, lock=False,
-                                             map_budget_bytes=map_budget_bytes, plan=plan)
+                                             options=options, plan=plan)
                 except MemoryError:
                     if not dry_run and pending_swap_files(folder):   # never leave this round's temporary files
                         recover_partition(folder)
                     raise
                 _fill_result(row, result, dry_run)
-                row["explain"] = [result.explain(o) for o in explain]
-                row["duration_s"] = round(time.monotonic() - started, 3)
-                return row
+                row.explain = [result.explain(o) for o in explain]
+                row.duration_s = round(time.monotonic() - started, 3)
+                return as_row(row)
     except (KafkalogError, OSError, MemoryError) as exc:
         row.update(status=ERROR, outcome=OUTCOME_FAILED, reason=str(exc) or type(exc).__name__)
-    if row["status"] == SKIPPED:
-        row["outcome"] = OUTCOME_NOT_NEEDED
-    row["explain"] = _not_cleaned(explain, row["reason"])
-    row["duration_s"] = round(time.monotonic() - started, 3)
-    return row
+    if row.status == SKIPPED:
+        row.outcome = OUTCOME_NOT_NEEDED
+    row.explain = _not_cleaned(explain, row.reason)
+    row.duration_s = round(time.monotonic() - started, 3)
+    return as_row(row)
 
 
-__all__ = ["CLEANED", "COUNT_FIELDS", "ERROR", "OUTCOME_DONE", "OUTCOME_DRY_RUN", "PLAN_FIELDS", "RESULT_FIELDS",
+__all__ = ["CLEANED", "COUNT_FIELDS", "CompactionRow", "ERROR", "OUTCOME_DONE", "OUTCOME_DRY_RUN", "PLAN_FIELDS", "RESULT_FIELDS",
            "ROW_FIELDS", "SKIPPED", "WOULD_CLEAN", "run_partition"]

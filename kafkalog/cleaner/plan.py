@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from kafkalog.cleaner import producer_state as ps
+import kafkalog.cleaner.producer_state as ps
 from kafkalog.cleaner.cleanable import CleanableOffsets, cleanable_offsets
 from kafkalog.cleaner.source_segments import batches_of, load_segments, read_windows, start_position
 from kafkalog.cleaner.transaction_metadata import CleanedTransactionMetadata

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from kafkalog.cleaner import key_map as km
+from kafkalog.cleaner.key_map import KeyMapStats
 from kafkalog.cleaner.cleanable import CleanableOffsets
 from kafkalog.cleaner.record_filter import BatchRetention, FilterCounts, RecordReason
 
@@ -73,7 +73,7 @@ class PartitionCleanResult:
     skipped_reason: Optional[str] = None
     error: Optional[str] = None
     map_size: int = 0
-    map_stats: Optional[km.KeyMapStats] = None     # the compiled map's passes, keys, budget and bytes
+    map_stats: Optional[KeyMapStats] = None     # the compiled map's passes, keys, budget and bytes
     groups_committed: int = 0                 # groups swapped in (all of them when ``cleaned``)
     rolled_back: bool = False                 # a swap-in failed and was rolled back: nothing changed
     end_offset: Optional[int] = None          # the new cleaner checkpoint

@@ -9,10 +9,12 @@ from __future__ import annotations
 import fcntl
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, List, Optional
+from typing import List, Optional
 
 import numpy as np
 
+from kafkalog.cleaner.clean_options import StepHook
+from kafkalog.cleaner.cleaned_segment import GroupOutput
 from kafkalog.checkpoint.offset import read_offset_checkpoint, write_offset_checkpoint
 from kafkalog.fs.durable import fsync_dir
 from kafkalog.fs.names import CLEANER_OFFSET_CHECKPOINT
@@ -27,9 +29,6 @@ from kafkalog.fs.names import SNAPSHOT_SUFFIX
 from kafkalog.fs.names import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, format_segment_file_name
 from kafkalog.topic_partition import TopicPartition
 
-if TYPE_CHECKING:
-    from kafkalog.cleaner.cleaner import GroupOutput
-
 # Steps reported to ``on_step(step, path)`` (tests raise there to simulate a crash).
 STEP_CLEANED = "cleaned-written"
 STEP_SWAP = "renamed-to-swap"
@@ -40,8 +39,6 @@ STEP_CHECKPOINT = "checkpoint-written"
 
 FILE_SUFFIXES = ("log", "index", "timeindex", "txnindex")   # LogSegment.changeFileSuffixes order
 MTIME_SUFFIXES = ("log", "index", "timeindex")              # LogSegment.lastModified_= sets these
-
-StepHook = Callable[[str, Optional[Path]], None]
 
 
 # --- swap-in ---------------------------------------------------------------------------------
@@ -75,11 +72,11 @@ def report_step(on_step: Optional[StepHook], step: str, path: Optional[Path]) ->
         on_step(step, path)
 
 
-def swap_in(directory: Path, g: "GroupOutput", on_step: Optional[StepHook]) -> None:
+def swap_in(directory: Path, g: GroupOutput, on_step: Optional[StepHook]) -> None:
     base = g.base_offset
     mtime = g.sources[-1].mtime_ns
     offset_index, time_index = g.appender.finish()
-    # the .log.cleaned was streamed while the group was cleaned (_Sink); the indexes are small
+    # the .log.cleaned was streamed while the group was cleaned (``CleanedSink``); the indexes are small
     contents = {"log": None, "index": offset_index.to_bytes(), "timeindex": time_index.to_bytes()}
     if g.txn_entries:
         contents["txnindex"] = TransactionIndex(base, tuple(g.txn_entries)).to_bytes()

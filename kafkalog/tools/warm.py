@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from kafkalog.cleaner import clean_partition, key_map
+from kafkalog.cleaner import CleanOptions, clean_partition, key_map
 from kafkalog.config import configs_from_mappings
 from kafkalog.log.records_io import iter_segment
 from kafkalog.lookup.partition_log import lookup_offsets
@@ -52,8 +52,9 @@ def warm(work: Path) -> int:
             dump_quietly(min(out.rglob("*.log")))         # base offset 0: nothing to report on stderr
             for folder in sorted(p for p in out.iterdir() if p.is_dir()):
                 result = clean_partition(folder, config=configs.for_topic(DEMO_TOPIC), now_ms=START_MS + 10 ** 9,
-                                         broker=configs.broker, record_decisions=False,
-                                         map_budget_bytes=SLICED_BUDGET if sliced else None)
+                                         broker=configs.broker,
+                                         options=CleanOptions(record_decisions=False,
+                                                              map_budget_bytes=SLICED_BUDGET if sliced else None))
                 if not result.cleaned or (sliced and result.map_stats.passes < 2):
                     raise RuntimeError("the warm-up partition was not cleaned as planned: "
                                        f"{result.error or result.skipped_reason or result.map_stats}")

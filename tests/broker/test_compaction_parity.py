@@ -44,6 +44,7 @@ from typing import Dict, List, Optional, Tuple
 
 import pytest
 
+from kafkalog.cleaner.clean_options import CleanOptions
 from kafkalog.cleaner.cleaner import clean_partition
 from kafkalog.config import configs_from_mappings
 from kafkalog.format import record_batch as rb
@@ -345,7 +346,7 @@ def clean_ours(copy: RoundCopy, broker_props: Dict[str, str], tmp: Path):
     for decisions in (False, True):
         part = _copy_partition(copy.before, tmp / f"ours-{copy.topic}-{copy.round}-{decisions}")
         result = clean_partition(part, config=cfg.for_topic(copy.topic), now_ms=copy.now_ms, broker=cfg.broker,
-                                 high_watermark=copy.high_watermark, record_decisions=decisions)
+                                 options=CleanOptions(high_watermark=copy.high_watermark, record_decisions=decisions))
         assert result.error is None and result.skipped_reason is None, (result.error, result.skipped_reason)
         out.append((part, result))
     (a, result), (b, _) = out

@@ -22,6 +22,7 @@ from typing import Dict, List, Sequence
 
 import pytest
 
+from kafkalog.cleaner.clean_options import CleanOptions
 from kafkalog.testing import broker_client as bc
 from kafkalog.testing.broker import DUMP_LOG_SEGMENTS, KafkaBroker, run_tool
 from broker_harness import start_or_unavailable
@@ -127,7 +128,7 @@ def our_files(broker_log_dir: Path, root: Path) -> List[str]:
     copy = root / "cleaned"
     shutil.copytree(broker_log_dir, copy)     # with its checkpoints (the high watermark)
     result = clean_partition(copy / "mixed-0", config=LogConfig(cleanup_policy=("compact",), delete_retention_ms=0),
-                             now_ms=int(time.time() * 1000) + 10 * ROLL_MS, force=True)
+                             now_ms=int(time.time() * 1000) + 10 * ROLL_MS, options=CleanOptions(force=True))
     assert result.error is None and result.cleaned, (result.error, result.skipped_reason)
     assert result.counts.horizons_stamped > 0
     rows = [{"topic": "w", "key": b"k%d" % (i % 5), "value": None if i % 11 == 0 else b"v%d" % i,

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from kafkalog.cleaner.clean_options import CleanOptions
 from kafkalog.cleaner.cleaner import clean_log_dir
 from kafkalog.cleaner.partition_run import run_partition
 from kafkalog.config import configs_from_mappings
@@ -110,7 +111,7 @@ def test_every_job_leaves_the_metadata_log_alone_and_the_broker_restarts(kraft, 
     clean_log_dir(data, configs=configs, now_ms=now)
     with lock_log_dir(data):
         compacted = {Path(folder).name: run_partition(os.fspath(data), folder, configs=configs, now_ms=now,
-                                                      dry_run=False) for _, folder in folders}
+                                                      options=CleanOptions(dry_run=False)) for _, folder in folders}
     assert compacted[METADATA]["status"] == "skipped", compacted[METADATA]
     assert compacted["kr-compact-0"]["status"] != "error", compacted["kr-compact-0"]
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from kafkalog.cleaner.clean_options import CleanOptions
 from kafkalog.checkpoint.offset import read_offset_checkpoint
 from kafkalog.fs.names import CLEANER_OFFSET_CHECKPOINT
 from kafkalog.cleaner import clean_log_dir, clean_partition, recover_log_dirs
@@ -58,7 +59,7 @@ def clean_a_copy(template: Path, log_dir: Path, config):
     shutil.copytree(template.parent, log_dir)
     steps = []
     res = clean_partition(log_dir / template.name, config=config, now_ms=NOW,
-                          on_step=lambda step, path: steps.append(step))
+                          options=CleanOptions(on_step=lambda step, path: steps.append(step)))
     return res, steps, state(log_dir / template.name)
 
 
@@ -81,7 +82,7 @@ def test_crash_after_every_step_then_recover(tmp_path):
             if len(calls) - 1 == i:
                 raise Crash(f"killed after {s} ({path.name})")
         with pytest.raises(Crash):
-            clean_partition(run / template.name, config=config, now_ms=NOW, on_step=hook)
+            clean_partition(run / template.name, config=config, now_ms=NOW, options=CleanOptions(on_step=hook))
         reports = recover_log_dirs([run])
         assert all(r.error is None for r in reports)
         d = run / template.name
@@ -174,7 +175,7 @@ def test_recover_subcommand_completes_an_interrupted_swap(tmp_path, capsys):
         if step == "old-renamed-to-deleted":      # every file is .swap, one old file is .deleted
             raise Crash("killed")
     with pytest.raises(Crash):
-        clean_partition(d, config=log_config(), now_ms=NOW, on_step=hook)
+        clean_partition(d, config=log_config(), now_ms=NOW, options=CleanOptions(on_step=hook))
     assert main(["recover", "--log-dirs", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert f"{d.name}: completed swap of offsets [0," in out
@@ -186,7 +187,7 @@ def test_recover_subcommand_completes_an_interrupted_swap(tmp_path, capsys):
 
 KILL_AT_STEP = r"""
 import os, signal, sys
-from kafkalog.cleaner import clean_partition
+from kafkalog.cleaner import CleanOptions, clean_partition
 from kafkalog.config import configs_from_mappings
 partition_dir, segment_bytes, now, kill_at = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 topic = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0", "delete.retention.ms": "86400000",
@@ -197,7 +198,7 @@ def hook(step, path):
     calls.append(step)
     if len(calls) - 1 == kill_at:
         os.kill(os.getpid(), signal.SIGKILL)          # no finally, no cleanup: a real crash
-clean_partition(partition_dir, config=config, now_ms=now, on_step=hook)
+clean_partition(partition_dir, config=config, now_ms=now, options=CleanOptions(on_step=hook))
 """ % (TOPIC, TOPIC)
 
 
@@ -233,7 +234,8 @@ def test_no_round_on_top_of_an_interrupted_swap(tmp_path):
     steps = []
     probe = tmp_path / "probe"
     shutil.copytree(template.parent, probe)
-    clean_partition(probe / template.name, config=config, now_ms=NOW, on_step=lambda s, p: steps.append(s))
+    clean_partition(probe / template.name, config=config, now_ms=NOW,
+                    options=CleanOptions(on_step=lambda s, p: steps.append(s)))
     after = state(probe / template.name)
     crash_at = next(i for i, s in enumerate(steps) if s == STEP_INSTALL)       # mid-swap
     run = tmp_path / "run"
@@ -245,7 +247,7 @@ def test_no_round_on_top_of_an_interrupted_swap(tmp_path):
         if len(calls) - 1 == crash_at:
             raise Crash(s)
     with pytest.raises(Crash):
-        clean_partition(run / template.name, config=config, now_ms=NOW, on_step=hook)
+        clean_partition(run / template.name, config=config, now_ms=NOW, options=CleanOptions(on_step=hook))
     listing = sorted(p.name for p in (run / template.name).iterdir())
     again = clean_partition(run / template.name, config=config, now_ms=NOW)
     assert not again.cleaned and "kafkalog recover" in again.error
@@ -257,7 +259,8 @@ def test_no_round_on_top_of_an_interrupted_swap(tmp_path):
 
 def test_the_checkpoint_can_be_left_to_the_caller(tmp_path):
     template = write_partition(tmp_path / "logs", crash_log())
-    res = clean_partition(template, config=grouped_config(template), now_ms=NOW, update_checkpoint=False)
+    res = clean_partition(template, config=grouped_config(template), now_ms=NOW,
+                          options=CleanOptions(update_checkpoint=False))
     before = read_offset_checkpoint(template.parent / CLEANER_OFFSET_CHECKPOINT)
     assert res.cleaned and (TOPIC, 0) not in before
     assert clean_partition(template, config=grouped_config(template), now_ms=NOW).cleaned    # same range again
@@ -308,7 +311,8 @@ def test_what_a_rerun_after_a_kill_at_any_step_guarantees(tmp_path):
         run = tmp_path / f"kill{k}"
         shutil.copytree(template.parent, run)
         d = run / template.name
-        killed_in_child(k, lambda hook: clean_partition(d, config=config, now_ms=NOW, on_step=hook))
+        killed_in_child(k, lambda hook: clean_partition(d, config=config, now_ms=NOW,
+                                                        options=CleanOptions(on_step=hook)))
         assert all(r.error is None for r in recover_log_dirs([run]))
         again = clean_partition(d, config=config, now_ms=NOW)
         assert again.error is None and (again.cleaned or steps[k] == "checkpoint-written"), (k, again.error)

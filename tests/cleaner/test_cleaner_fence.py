@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from kafkalog.cleaner.clean_options import CleanOptions
 from kafkalog.cleaner import clean_partition, recover_log_dirs
 from kafkalog.fs import durable
 from kafkalog.fs.lock import LockFence, is_locked, lock_log_dir, process_start_time, _HOST
@@ -79,7 +80,7 @@ def test_nothing_changes_after_the_lock_is_lost_at_any_step_of_the_swap_in(tmp_p
                 at_loss.update(snapshot(log_dir))
         try:
             with durable.fenced([fence]):
-                res = clean_partition(d, config=config, now_ms=NOW, lock=False, on_step=hook)
+                res = clean_partition(d, config=config, now_ms=NOW, options=CleanOptions(lock=False, on_step=hook))
         finally:
             if not at_loss:
                 kill_holder(holder, log_dir)
@@ -120,7 +121,7 @@ def test_with_the_watchdog_the_worker_ends_and_changes_nothing(tmp_path, rounds)
                         os.write(lost_w, b"1")
                         os.read(go_r, 1)          # the watchdog ends this process meanwhile
                 with durable.fenced([fence]):
-                    res = clean_partition(d, config=config, now_ms=NOW, lock=False, on_step=hook)
+                    res = clean_partition(d, config=config, now_ms=NOW, options=CleanOptions(lock=False, on_step=hook))
                 code = 2 if res.error and "no longer holds" in res.error else 4
             finally:
                 os._exit(code)

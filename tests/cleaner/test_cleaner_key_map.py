@@ -11,6 +11,7 @@ import pytest
 
 from kafkalog.cleaner import cleaner as cleaner_mod, plan_partition
 from kafkalog.cleaner import key_map as km
+from kafkalog.cleaner.key_hash import key_hash
 from kafkalog.config import parse_broker_properties
 
 from cleaner_model import DAY, T0, clean, data, log_config, write_partition
@@ -68,9 +69,9 @@ def test_weak_hash_lookup_is_exact():
     pos = np.cumsum([0] + [len(k) for k in keys])
     none = np.zeros(1, np.uint8)
     for i, k in enumerate(keys):
-        h = km.key_hash(src, pos[i], len(k), True)
+        h = key_hash(src, pos[i], len(k), True)
         assert km.map_put(*m.arrays(), m.state, src, pos[i], len(k), h, 100 + i, i, False, none, none)
-    assert km.map_put(*m.arrays(), m.state, src, pos[0], len(keys[0]), km.key_hash(src, pos[0], 4, True), 7, 0, False, none,
+    assert km.map_put(*m.arrays(), m.state, src, pos[0], len(keys[0]), key_hash(src, pos[0], 4, True), 7, 0, False, none,
                          none)
     assert len(m) == len(keys)
     got = m.lookup(col, np.arange(len(keys)))
@@ -103,7 +104,7 @@ def test_map_stays_within_its_budget_and_shares_it_between_slots_and_tails(monke
     i = 0
     while True:
         src = np.frombuffer((b"%0*d" % (key_bytes, i))[-key_bytes:], np.uint8)
-        h = np.uint64(km.key_hash(src, 0, key_bytes, False))
+        h = np.uint64(key_hash(src, 0, key_bytes, False))
         if not km.map_put(*m.arrays(), m.state, src, 0, key_bytes, h, i, i, False, none, none):
             if not m.grow():
                 break
@@ -212,7 +213,7 @@ def _put_all(m, keys, *, offset=0, junk=b"", at_end=False):
         if not len(src):
             src = np.zeros(1, np.uint8)[:0]
         p = 0 if at_end else len(junk)
-        h = np.uint64(km.key_hash(src, p, len(k), m.weak_hash))
+        h = np.uint64(key_hash(src, p, len(k), m.weak_hash))
         while not km.map_put(*m.arrays(), m.state, src, p, len(k), h, offset + i, i, False, none, none):
             assert m.grow()
 

@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from kafkalog.cleaner.clean_options import CleanOptions
 from kafkalog.cleaner import cleaner as cleaner_mod, plan_partition
 from kafkalog.cleaner.key_map import NOT_FOUND
 from kafkalog.cleaner.key_walk import MAP_ALWAYS, build_key_verdicts
@@ -109,7 +110,7 @@ def test_offsets_out_of_order_make_the_map_answer(tmp_path):
     v = build_key_verdicts(plan, budget=1 << 20, load_factor=0.9, max_batch_bytes=1 << 20)
     assert v.map_below == MAP_ALWAYS
     assert _answers(plan, v).tolist() == ["latest", "latest", "latest", "latest"]
-    res = cleaner_mod.clean_partition(plan.path, config=log_config(), now_ms=T0 + 10 * DAY, dry_run=True,
-                                      force=True)
+    res = cleaner_mod.clean_partition(plan.path, config=log_config(), now_ms=T0 + 10 * DAY,
+                                      options=CleanOptions(dry_run=True, force=True))
     assert res.error is None
     assert res.counts.records_superseded == 0 and res.counts.records_kept == 4

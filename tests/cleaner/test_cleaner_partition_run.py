@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from kafkalog.cleaner.clean_options import CleanOptions
 from kafkalog.checkpoint.offset import read_offset_checkpoint, write_offset_checkpoint
 from kafkalog.fs.names import CLEANER_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
+from kafkalog.cleaner import cleaned_segment
 from kafkalog.cleaner import cleaner as cleaner_mod
 from kafkalog.cleaner import swap
 from kafkalog.cleaner.partition_run import CLEANED, ERROR, run_partition
@@ -48,8 +50,8 @@ def test_a_full_disk_counts_nothing_and_leaves_nothing(tmp_path, monkeypatch, wh
             if str(dst).endswith(".swap"):
                 raise OSError(errno.ENOSPC, "No space left on device", str(dst))
             return real(src, dst, *a, **k)
-        monkeypatch.setattr(cleaner_mod.os, "replace", replace)
-    row = run_partition(str(d.parent), str(d), configs=_configs(), now_ms=NOW, dry_run=False)
+        monkeypatch.setattr(os, "replace", replace)
+    row = run_partition(str(d.parent), str(d), configs=_configs(), now_ms=NOW, options=CleanOptions(dry_run=False))
     assert row["status"] == ERROR and row["outcome"] == "rolled back"
     assert "No space left on device" in row["reason"] and "rolled back" in row["reason"]
     assert row["records_read"] == 0 and row["records_superseded"] == 0 and row["bytes_removed"] == 0
@@ -84,10 +86,10 @@ def test_checkpoint_is_written_after_each_partition(tmp_path):
     d1 = write_partition(logs, crash_log(), partition=1)
     hw.update(read_offset_checkpoint(logs / REPLICATION_OFFSET_CHECKPOINT))
     write_offset_checkpoint(logs / REPLICATION_OFFSET_CHECKPOINT, hw)
-    row = run_partition(str(logs), str(d0), configs=_configs(), now_ms=NOW, dry_run=False)
+    row = run_partition(str(logs), str(d0), configs=_configs(), now_ms=NOW, options=CleanOptions(dry_run=False))
     assert row["status"] == CLEANED and row["outcome"] == "done" and row["passes"] == 1
     assert read_offset_checkpoint(logs / CLEANER_OFFSET_CHECKPOINT) == {(TOPIC, 0): row["end_offset"]}
-    row1 = run_partition(str(logs), str(d1), configs=_configs(), now_ms=NOW, dry_run=False)
+    row1 = run_partition(str(logs), str(d1), configs=_configs(), now_ms=NOW, options=CleanOptions(dry_run=False))
     assert read_offset_checkpoint(logs / CLEANER_OFFSET_CHECKPOINT) == {(TOPIC, 0): row["end_offset"],
                                                                         (TOPIC, 1): row1["end_offset"]}
 
@@ -113,7 +115,7 @@ def test_concurrent_checkpoint_updates_keep_every_entry(tmp_path):
 def test_dry_run_counts_what_would_be_removed(tmp_path):
     d = write_partition(tmp_path / "logs", crash_log())
     before = _files(d)
-    row = run_partition(str(d.parent), str(d), configs=_configs(), now_ms=NOW, dry_run=True)
+    row = run_partition(str(d.parent), str(d), configs=_configs(), now_ms=NOW, options=CleanOptions(dry_run=True))
     assert row["status"] == "would-clean" and row["outcome"] == "dry run" and row["records_superseded"] > 0
     assert _files(d) == before and not (d.parent / CLEANER_OFFSET_CHECKPOINT).exists()
 
@@ -121,7 +123,7 @@ def test_dry_run_counts_what_would_be_removed(tmp_path):
 def test_a_partition_left_mid_swap_is_refused_not_repaired(tmp_path):
     d = write_partition(tmp_path / "logs", crash_log())
     shutil.copy(d / "00000000000000000000.log", d / "00000000000000000000.log.cleaned")
-    row = run_partition(str(d.parent), str(d), configs=_configs(), now_ms=NOW, dry_run=False)
+    row = run_partition(str(d.parent), str(d), configs=_configs(), now_ms=NOW, options=CleanOptions(dry_run=False))
     assert row["status"] == ERROR and row["outcome"] == "failed" and "kafkalog recover" in row["reason"]
     assert (d / "00000000000000000000.log.cleaned").exists()
 
@@ -134,13 +136,13 @@ def test_the_sink_starts_the_disk_write_as_it_goes_and_writes_the_same_bytes(tmp
     shutil.copytree(logs_a, logs_b)
     plain = cleaner_mod.clean_partition(logs_b / d.name, config=grouped_config(d), now_ms=NOW)
     calls = []
-    real = cleaner_mod.durable.start_writeback
+    real = cleaned_segment.durable.start_writeback
 
     def record(fd, offset, length):
         calls.append((offset, length))
         return real(fd, offset, length)
-    monkeypatch.setattr(cleaner_mod, "WRITEBACK_BYTES", 64)
-    monkeypatch.setattr(cleaner_mod.durable, "start_writeback", record)
+    monkeypatch.setattr(cleaned_segment, "WRITEBACK_BYTES", 64)
+    monkeypatch.setattr(cleaned_segment.durable, "start_writeback", record)
     res = cleaner_mod.clean_partition(d, config=grouped_config(d), now_ms=NOW)
     assert res.cleaned and plain.cleaned
     assert calls and all(length >= 64 for _, length in calls)
@@ -154,8 +156,8 @@ def test_a_cleaned_log_that_reads_back_different_is_not_swapped_in(tmp_path, mon
     anything is renamed: a mismatch rolls the round back and the partition is as before."""
     d = write_partition(tmp_path / "logs", crash_log())
     before = _files(d)
-    real = cleaner_mod._Sink.digest
-    monkeypatch.setattr(cleaner_mod._Sink, "digest", lambda self: real(self) ^ 1)
+    real = cleaned_segment.CleanedSink.digest
+    monkeypatch.setattr(cleaned_segment.CleanedSink, "digest", lambda self: real(self) ^ 1)
     res = cleaner_mod.clean_partition(d, config=grouped_config(d), now_ms=NOW)
     assert not res.cleaned and "read back differs from what was written" in res.error
     assert res.groups_committed == 0 and res.rolled_back

@@ -26,6 +26,8 @@ from hypothesis import HealthCheck, event, given, settings, strategies as st
 
 from kafka.record.memory_records import MemoryRecords
 
+from kafkalog.cleaner.clean_options import CleanOptions
+from tests.cleaner_model import folded_options
 from kafkalog.checkpoint.offset import write_offset_checkpoint
 from kafkalog.fs.names import CLEANER_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
 from kafkalog.cleaner import (ExactOffsetMap, build_partition_offset_map, clean_partition,
@@ -82,7 +84,7 @@ def txn_entries(d: Path, base: int):
 
 
 def clean(d: Path, now: int, config, **kw):
-    res = clean_partition(d, config=config, now_ms=now, **kw)
+    res = clean_partition(d, config=config, now_ms=now, **folded_options(**kw))
     assert res.error is None, res.error
     return res
 
@@ -376,8 +378,9 @@ class KafkaLog:
         if offset_map is None and first_dirty >= upper:
             offset_map, first_dirty = ExactOffsetMap(end_offset=upper), 0
         write_offset_checkpoint(self.root / CLEANER_OFFSET_CHECKPOINT, {(TOPIC, 0): first_dirty})
-        res = clean_partition(self.d, config=config or self.config, now_ms=now, force=True,
-                              offset_map=offset_map, **kw)
+        res = clean_partition(self.d, config=config or self.config, now_ms=now,
+                              offset_map=offset_map,
+                              **folded_options(CleanOptions(force=True), **kw))
         assert res.error is None and res.cleaned, (res.error, res.skipped_reason)
         self.last_result = res
         return res.end_offset

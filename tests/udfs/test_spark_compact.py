@@ -15,6 +15,7 @@ pytest.importorskip("pyspark", reason="the Spark extra is not installed (pip ins
 
 from chispa import assert_df_equality  # noqa: E402
 
+from kafkalog.cleaner.clean_options import CleanOptions
 from kafkalog.checkpoint.offset import read_offset_checkpoint, write_offset_checkpoint  # noqa: E402
 from kafkalog.fs.names import CLEANER_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT  # noqa: E402
 from kafkalog.cleaner import clean_log_dir, clean_partition  # noqa: E402
@@ -172,7 +173,7 @@ def test_explain_matches_the_local_cleaner(spark, tmp_path, capsys):
     assert compact_job.main(job_args(dirs, "--dry-run", "--explain", f"{TOPIC}:3:1", *args), spark=spark) == 0
     out = capsys.readouterr().out
     local = clean_partition(tmp_path / "local" / "d1" / f"{TOPIC}-0", config=local_configs().for_topic(TOPIC),
-                            now_ms=NOW, dry_run=True)
+                            now_ms=NOW, options=CleanOptions(dry_run=True))
     for o in offsets:
         assert f"explain {TOPIC}-0@{o}: {local.explain(o)}\n" in out
     assert "removed — superseded: a later record has the same key" in out
