@@ -30,4 +30,32 @@ autodoc_typehints = "description"
 html_theme = "alabaster"             # ships with Sphinx: no theme dependency
 html_title = "kafkalog"
 html_static_path: list = []
-suppress_warnings: list = []
+
+
+def _write_api_members(app) -> None:
+    """The API page's entries, one per name of ``kafkalog.__all__``, each documented from the object its name
+    resolves to (``getattr``, so names a lazy module ``__getattr__`` provides are found too, which autodoc's
+    own member listing — ``dir(module)`` — would miss). Written under _build/, included by api.md."""
+    import inspect
+
+    import kafkalog
+
+    lines = []
+    for name in kafkalog.__all__:
+        obj = getattr(kafkalog, name)                 # an __all__ name that does not resolve fails the build
+        if inspect.isclass(obj):
+            kind = "autoexception" if issubclass(obj, BaseException) else "autoclass"
+            lines += [f".. {kind}:: kafkalog.{name}", "   :members:", ""]
+        elif callable(obj):
+            lines += [f".. autofunction:: kafkalog.{name}", ""]
+        else:
+            lines += [f".. autodata:: kafkalog.{name}", "   :annotation:", ""]
+    out = Path(app.srcdir) / "_build" / "api" / "members.rst"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    text = "\n".join(lines)
+    if not out.exists() or out.read_text() != text:
+        out.write_text(text)
+
+
+def setup(app):
+    app.connect("builder-inited", _write_api_members)
