@@ -134,12 +134,13 @@ def test_kafkalog_imports_no_spark_module_anywhere():
 
 
 def test_the_readme_user_test_runs(spark, tmp_path):
-    """The README's 10-line user test, run as written (with the tests' session as its fixture)."""
+    """The docs' 10-line user test (docs/testing.md), run as written (with the tests' session as its fixture);
+    tests/test_readme.py leaves it to this test."""
     import re
 
-    text = (REPO / "README.md").read_text()
-    section = text[text.index("## Testing your pipelines"):]
+    text = (REPO / "docs" / "testing.md").read_text()
+    section = text[text.index("# Testing your pipelines"):]
     code = re.search(r"```python\n(.*?)```", section, flags=re.S).group(1)
     scope: dict = {}
-    exec(compile(code, "README.md", "exec"), scope)
+    exec(compile(code, "docs/testing.md", "exec"), scope)
     scope["test_drop_tombstones"](spark, tmp_path)
