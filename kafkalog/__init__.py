@@ -4,7 +4,7 @@ The core (this package) turns Kafka's on-disk bytes into Arrow and back and neve
 ``udfs`` and ``jobs`` apply the same functions across many partitions with Spark. The names below are
 the Python API; everything else is reachable by its module but may move. Each name is loaded when
 first used (module ``__getattr__``), so ``import kafkalog`` stays cheap: numba and the kernels load
-with the first verb that needs them.
+with the first verb that needs them. The names, by what they are for::
 
     segments     read_segment, iter_segment, write_segment, encode_records, scan_batches, ReadOptions,
                  SegmentReader
