@@ -11,8 +11,9 @@ Modules, one Kafka concept each:
                            key-only record walk, hash slices and bitsets (SkimpyOffsetMap's role)
 * ``key_walk``             the map pass over a partition's segments with that map (§7.4)
 * ``record_filter``        checkBatchRetention / shouldRetainRecord / filterTo (§7.6-7.8)
-* ``fast_filter``          the recopy pass over decoded windows (columns, compiled lookups, numba
-                           writer): same bytes as record_filter, which stays the reference
+* ``filter_to``            MemoryRecords.filterTo compiled: record_filter's twin (same bytes), the
+                           kernel for plain windows, decoded columns for the rest
+* ``filter_to_kernel``     its numba kernel, parameters grouped as NamedTuples
 * ``segment_grouping``     groupSegmentsBySize (§7.5)
 * ``source_segments``      the segments a round reads: opened with CRC checks, decoded a window at a time
 * ``plan``                 the round's plan (LogToClean): offsets, producer state, cleanable range

@@ -11,7 +11,7 @@ Round, with ``now_ms`` explicit for every time-based rule:
             unstable offset (clamped to the log start) and the active producers, then
             ``cleanable_offsets`` (§7.1-7.2).
 2. map    — over [firstDirty, upperBound) (§7.4): the compiled map (``key_walk``) within
-            ``map_budget`` bytes, in hash-slice passes if the keys do not fit (engine "fast"), or
+            ``map_budget`` bytes, in hash-slice passes if the keys do not fit (engine "compiled"), or
             the reference dict (``build_offset_map``), or a map passed in.
 3. recopy — every segment with base < map.end_offset, from the start of the log, grouped by
             ``group_segments_by_size``; ONE transaction tracker for the round, carried through the
@@ -57,7 +57,7 @@ from typing import Collection, Dict, Iterable, List, Optional, Sequence, Tuple, 
 import numpy as np
 
 from kafkalog.log.names import CLEANER_OFFSET_CHECKPOINT, KRAFT_METADATA_TOPIC
-from kafkalog.cleaner import fast_filter
+
 from kafkalog.cleaner import key_map as km
 from kafkalog.cleaner.key_walk import KeyVerdicts, build_key_verdicts, segment_ordinals
 from kafkalog.cleaner.offset_map import ExactOffsetMap, OffsetMap, build_offset_map, map_entries
@@ -69,6 +69,7 @@ from kafkalog.cleaner.source_segments import read_batches, read_windows
 from kafkalog.cleaner.swap import STEP_CHECKPOINT, StepHook, report_step, swap_in, update_cleaner_checkpoint
 from kafkalog.cleaner.transaction_metadata import CleanedTransactionMetadata
 from kafkalog.config import BrokerConfig, KafkaConfigs, LogConfig
+from kafkalog.engine import COMPILED, resolve as resolve_engine
 from kafkalog.errors import FenceLostError, KafkalogError
 from kafkalog.format import record_batch as rb
 from kafkalog.format.record_batch import crc32c_update
@@ -83,10 +84,6 @@ from kafkalog.log.segment import SegmentHandle
 from kafkalog.topic_partition import TopicPartition
 from kafkalog.cleaner import filter_to
 
-# How the map and recopy passes walk records: "fast" (decoded windows as columns, numba writer:
-# fast_filter) or "reference" (a SourceBatch of RecordRows per batch: offset_map.build_offset_map and
-# record_filter.filter_batch). Same bytes, counts and reasons; tests run both.
-ENGINE = "fast"
 # Tests set this to hash every key by its length only: collisions everywhere, told apart by the bytes.
 KEY_HASH_WEAK = False
 # ``record_decisions``: True (every record's reason), False (none) or the offsets to keep reasons for.
@@ -256,7 +253,7 @@ class GroupOutput:
 
 def _clean_group(plan: PartitionPlan, sources: List[SegmentHandle], offset_map: OffsetMap,
                  io_buffer_size: int, result: PartitionCleanResult, record_decisions: RecordDecisions,
-                 sink: _Sink, tracker: CleanedTransactionMetadata, ordinals: Dict[int, int]) -> GroupOutput:
+                 sink: _Sink, tracker: CleanedTransactionMetadata, ordinals: Dict[int, int], engine: str) -> GroupOutput:
     """Recopy one group into ``sink``. ``tracker`` is the round's: the groups of a round are cleaned
     in order with the same tracker (a COMMIT/ABORT is judged by its data in earlier groups).
     ``ordinals``: each recopied segment's first record in the round's recopied range."""
@@ -272,7 +269,7 @@ def _clean_group(plan: PartitionPlan, sources: List[SegmentHandle], offset_map: 
         h = seg.scan().headers
         chunks = read_chunks(h.position.tolist(), h.size.tolist(), buffer_size=io_buffer_size,
                              max_buffer_size=cfg.max_message_bytes, max_message_bytes=cfg.max_message_bytes)
-        if ENGINE == "fast":
+        if engine == COMPILED:           # decoded windows as columns (filter_to); else a RecordRow per record
             _clean_segment_fast(plan, seg, chunks, tracker, offset_map, result, record_decisions, out,
                                 ordinals[seg.base_offset])
             continue
@@ -312,14 +309,14 @@ def _clean_segment_fast(plan: PartitionPlan, seg: SegmentHandle, chunks, tracker
         asked = np.sort(np.fromiter((int(o) for o in record_decisions), dtype=np.int64))
     max_bytes = max_batch_bytes(cfg)
     windows = read_windows(seg, max_batch_bytes=max_bytes)
-    pending: List[fast_filter.BatchOutput] = []
+    pending: List[filter_to.BatchOutput] = []
     taken = 0
 
-    def next_batch() -> fast_filter.BatchOutput:
+    def next_batch() -> filter_to.BatchOutput:
         nonlocal pending, taken, ordinal
         while taken == len(pending):
             win = next(windows)
-            pending = fast_filter.filter_window(
+            pending = filter_to.filter_window(
                 win, tracker=tracker, active=plan.active_producers,
                 high_watermark=plan.high_watermark, offset_map=offset_map, now_ms=plan.now_ms,
                 delete_retention_ms=cfg.delete_retention_ms, counts=out.counts, record_decisions=record_decisions,
@@ -396,7 +393,9 @@ def _clean_locked(partition_dir: Path, *, config: LogConfig, now_ms: int, broker
                   offset_map: Optional[OffsetMap], dry_run: bool, on_step: Optional[StepHook],
                   record_decisions: RecordDecisions, io_buffer_size: Optional[int],
                   high_watermark: Optional[int], force: bool, update_checkpoint: bool = True,
-                  map_budget_bytes: Optional[int] = None, plan: Optional[PartitionPlan] = None) -> PartitionCleanResult:
+                  map_budget_bytes: Optional[int] = None, plan: Optional[PartitionPlan] = None,
+                  engine: Optional[str] = None) -> PartitionCleanResult:
+    engine = resolve_engine(engine)
     try:
         topic, partition, kind = parse_partition_dir_name(partition_dir.name)
     except KafkalogError as e:
@@ -418,7 +417,7 @@ def _clean_locked(partition_dir: Path, *, config: LogConfig, now_ms: int, broker
             result.skipped_reason = "segments hold v0/v1 messages; the legacy compaction rules are not implemented"
             return result
         if offset_map is None:
-            if ENGINE == "fast":
+            if engine == COMPILED:
                 offset_map = build_key_map(plan, broker, budget=map_budget_bytes)
                 result.map_stats = offset_map.stats
             else:
@@ -442,7 +441,7 @@ def _clean_locked(partition_dir: Path, *, config: LogConfig, now_ms: int, broker
                 sink = _Sink(None if dry_run else partition_dir / format_segment_file_name(sources[0].base_offset, "log", CLEANED_SUFFIX))
                 sinks.append(sink)
                 g = _clean_group(plan, sources, offset_map, io_size, result, record_decisions, sink, tracker,
-                                 ordinals)
+                                 ordinals, engine)
                 result.counts.add(g.counts)
                 result.groups.append(GroupResult(g.base_offset, [s.base_offset for s in sources],
                                                  sum(s.size for s in sources), g.sink.size,
@@ -526,8 +525,8 @@ def clean_partition(partition_dir, *, config: LogConfig, now_ms: int, broker: Br
                     on_step: Optional[StepHook] = None, record_decisions: RecordDecisions = True,
                     io_buffer_size: Optional[int] = None, high_watermark: Optional[int] = None,
                     force: bool = False, lock: bool = True, update_checkpoint: bool = True,
-                    map_budget_bytes: Optional[int] = None, plan: Optional[PartitionPlan] = None
-                    ) -> PartitionCleanResult:
+                    map_budget_bytes: Optional[int] = None, plan: Optional[PartitionPlan] = None,
+                    engine: Optional[str] = None) -> PartitionCleanResult:
     """Clean one partition folder (one round). Refuses (``LogDirLockedError``) a log dir whose
     ``.lock`` another process holds, and holds that lock while it works. ``offset_map``: a
     precomputed map (the Spark job's); ``force``: clean even when the dirty ratio is too low;
@@ -537,24 +536,26 @@ def clean_partition(partition_dir, *, config: LogConfig, now_ms: int, broker: Br
     ``update_checkpoint=False``: leave ``cleaner-offset-checkpoint`` to the caller (by default it is
     updated right after the swap, as the broker does, under a lock that serialises concurrent
     cleaners of one log dir); ``map_budget_bytes``: the key map's budget (default
-    ``map_budget(broker)``); ``plan``: the partition's plan, when the caller made it already.
+    ``map_budget(broker)``); ``plan``: the partition's plan, when the caller made it already;
+    ``engine``: ``kafkalog.engine``'s name (None: ``$KAFKALOG_ENGINE``), checked before anything.
     Problems with the data are reported in ``result.error``; nothing is changed then, and a swap-in
     that fails midway is finished or rolled back before this returns (``result.outcome``) — unless
     the log dir's lock was lost (``durable.fenced``): then nothing at all is changed after the loss,
     and the interrupted swap is left to ``kafkalog recover`` or the next run under a held lock."""
-    partition_dir = Path(partition_dir)
+    partition_dir, engine = Path(partition_dir), resolve_engine(engine)
     log_dir = partition_dir.parent
     if not lock:
         return _clean_locked(partition_dir, config=config, now_ms=now_ms, broker=broker, offset_map=offset_map,
                              dry_run=dry_run, on_step=on_step, record_decisions=record_decisions,
                              io_buffer_size=io_buffer_size, high_watermark=high_watermark, force=force,
-                             update_checkpoint=update_checkpoint, map_budget_bytes=map_budget_bytes, plan=plan)
+                             update_checkpoint=update_checkpoint, map_budget_bytes=map_budget_bytes, plan=plan,
+                             engine=engine)
     if is_locked(log_dir):
         raise locked_refusal(log_dir)
     kwargs = dict(config=config, now_ms=now_ms, broker=broker, offset_map=offset_map, dry_run=dry_run,
                   on_step=on_step, record_decisions=record_decisions, io_buffer_size=io_buffer_size,
                   high_watermark=high_watermark, force=force, update_checkpoint=update_checkpoint,
-                  map_budget_bytes=map_budget_bytes, plan=plan)
+                  map_budget_bytes=map_budget_bytes, plan=plan, engine=engine)
     if dry_run:
         return _clean_locked(partition_dir, **kwargs)
     with lock_log_dir(log_dir):

@@ -21,7 +21,8 @@ from kafkalog.format import control_record as cr
 from kafkalog.format import record_batch as rb
 from kafkalog.format.compression import OutputBuffer
 from kafkalog.format.decoder import decode_decompressed, decode_window, decompress_batches
-from kafkalog.format.file_records import HeaderArrays, resolve_engine, scan_batches
+from kafkalog.engine import REFERENCE, resolve as resolve_engine
+from kafkalog.format.file_records import HeaderArrays, scan_batches
 from kafkalog.format.records_reference import RecordRow
 from kafkalog.index.offset_index import read_offset_index
 from kafkalog.index.transaction_index import TransactionIndex, read_transaction_index
@@ -179,7 +180,7 @@ def _record_rows(table) -> List[RecordRow]:
 
 
 def read_batches(segment: SegmentHandle, *, max_batch_bytes: int, from_position: int = 0,
-                 engine: str = "auto") -> Iterator[SourceBatch]:
+                 engine: Optional[str] = None) -> Iterator[SourceBatch]:
     """Decode the segment's batches in file order, starting at the first batch at or after
     ``from_position``, one ``SourceBatch`` (with a ``RecordRow`` per record) at a time: the reference
     engine's view of :func:`read_windows`. Raises ``LegacyFormatError`` at a v0/v1 message."""
@@ -203,10 +204,10 @@ def _valid(array) -> np.ndarray:
 
 
 def read_windows(segment: SegmentHandle, *, max_batch_bytes: int, from_position: int = 0,
-                 engine: str = "auto") -> Iterator[SourceWindow]:
+                 engine: Optional[str] = None) -> Iterator[SourceWindow]:
     """Decode the segment's batches in file order from the first batch at or after ``from_position``,
     a window of batches at a time (the format layer's decoder: the numba engine unless
-    ``engine="python"``; both give the same rows), as columns. CRCs were checked by the segment's
+    ``engine="reference"``; both give the same rows), as columns. CRCs were checked by the segment's
     scan. Raises ``LegacyFormatError`` at a v0/v1 message, after the windows before it."""
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -226,7 +227,7 @@ def read_windows(segment: SegmentHandle, *, max_batch_bytes: int, from_position:
         while i < stop:
             j = min(stop, i + READ_WINDOW_BATCHES)
             located = None
-            if engine == "python":
+            if engine == REFERENCE:
                 table, consumed = decode_window(buf, h.slice(i, j), pid, engine=engine, path=segment.log_path,
                                                 verify_crc=False, max_batch_bytes=max_batch_bytes,
                                                 budget=READ_WINDOW_BYTES)
