@@ -27,4 +27,4 @@ def test_warm_fills_the_cache_the_jobs_read(tmp_path):
     assert f"compiled into {cache}" in done.stderr
     names = {p.name.split("-")[0] for p in cache.rglob("*.nbi")}
     assert {"key_map.walk_keys_kernel", "key_map.grow_kernel", "key_map.clear_kernel",
-            "filter_to.filter_window_kernel", "records_accel.decode_v2_kernel"} <= names
+            "filter_to_kernel.filter_window_kernel", "records_accel.decode_v2_kernel"} <= names
