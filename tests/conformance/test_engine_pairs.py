@@ -76,6 +76,14 @@ def test_an_unknown_engine_touches_nothing(tmp_path, monkeypatch):
     assert {p.name: p.read_bytes() for p in d.iterdir()} == before
 
 
+def test_a_job_refuses_a_bad_engine_before_it_starts(tmp_path, monkeypatch):
+    """A Spark job checks KAFKALOG_ENGINE in the driver (exit 2), not once per partition in its tasks."""
+    from udfs.job import base_parser, start_job
+    monkeypatch.setenv(engines.ENV, "accel")
+    with pytest.raises(engines.UnknownEngineError, match="did you mean 'compiled'"):
+        start_job(base_parser("compact", "test"), ["--log-dirs", str(tmp_path)])
+
+
 def test_every_engine_honours_the_environment(tmp_path, monkeypatch):
     """KAFKALOG_ENGINE=reference reaches the decoder and the cleaner's map pass and recopy."""
     from kafkalog.format import decoder
