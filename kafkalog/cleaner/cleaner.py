@@ -108,7 +108,7 @@ def map_budget(broker: BrokerConfig, concurrent_cleaners: Optional[int] = None) 
 
 def build_key_map(plan: PartitionPlan, broker: BrokerConfig = BrokerConfig(), *, budget: Optional[int] = None
                   ) -> KeyVerdicts:
-    """Pass 1 of the round (the fast engine): the compiled map within ``budget`` bytes (default
+    """Pass 1 of the round (the compiled engine): the compiled map within ``budget`` bytes (default
     ``map_budget(broker)``), in hash-slice passes when the keys do not fit."""
     return build_key_verdicts(plan, budget=budget or map_budget(broker),
                               load_factor=float(broker.setting("log.cleaner.io.buffer.load.factor")),

@@ -1,6 +1,6 @@
 """The segments a cleaning round reads (Kafka's cleaner reading ``LogSegment``s): each opened with every
 batch CRC-checked and its ``.txnindex`` read, and its batches decoded a window at a time, as columns
-(``SourceWindow``: the fast engine) or one ``SourceBatch`` of records at a time (the reference engine).
+(``SourceWindow``: the compiled engine) or one ``SourceBatch`` of records at a time (the reference engine).
 
 Only magic-2 data can be cleaned here: a segment holding a v0/v1 message makes the partition
 refused (``LegacyFormatError``), never silently rewritten. Every batch is CRC-checked while the
@@ -85,7 +85,7 @@ class SourceWindow:
     value_valid: np.ndarray          # bool per record
     header_arrays: HeaderArrays = None   # the batches' headers as the segment's scan holds them
     located: Optional[tuple] = None      # (dbuf, b_src, b_start, b_end): where each batch's records lie,
-                                         # decompressed (accel engine; valid until the next window)
+                                         # decompressed (compiled engine; valid until the next window)
 
     def records_region(self, b: int):
         """(array, start, end) of batch ``b``'s (decompressed) records, None when not kept."""

@@ -483,7 +483,7 @@ class PartitionLog:
 
     def _stamps(self, seg: SegmentHandle, w: Window, j: int) -> Tuple[np.ndarray, np.ndarray]:
         """(offsets, timestamps) of batch j's records: the light record walk for v2 batches with
-        the accel engine, else (legacy data, the python engine, or anything malformed, to get the
+        the compiled engine, else (legacy data, the reference engine, or anything malformed, to get the
         decoder's precise error) the full record decoder."""
         if self.engine != REFERENCE and int(w.h.magic[j]) == 2:
             found = batch_stamps(w.buf, int(w.h.position[j]), max_batch_bytes=DEFAULT_MAX_BATCH_BYTES)
