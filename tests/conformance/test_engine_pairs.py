@@ -36,6 +36,7 @@ from test_cleaner_properties import build, op
 
 SETTINGS = settings(max_examples=30, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+ROUNDS = settings(SETTINGS, max_examples=15)          # whole rounds on disk: fewer (test_cleaner_fast has more)
 NOW = 1_700_000_000_000 + 10 * DAY
 
 
@@ -160,7 +161,7 @@ def _partition(root: Path, segments) -> Path:
     return next(p for p in sorted(root.iterdir()) if p.is_dir())
 
 
-@SETTINGS
+@ROUNDS
 @given(ops=st.lists(op, min_size=3, max_size=30), budget=st.sampled_from([None, 1]))
 def test_key_map_pair(tmp_path_factory, ops, budget):
     """For every record of a plain data batch below the map's end: the compiled map (within any
@@ -209,7 +210,7 @@ def _rounds(src: Path, tmp: Path, **kw):
     return ref, got
 
 
-@SETTINGS
+@ROUNDS
 @given(ops=st.lists(op, min_size=3, max_size=30), reasons=st.booleans(), codec=st.sampled_from([0, 1, 2, 3, 4]),
        log_append=st.booleans())
 def test_cleaner_pair(tmp_path_factory, ops, reasons, codec, log_append):
@@ -222,7 +223,7 @@ def test_cleaner_pair(tmp_path_factory, ops, reasons, codec, log_append):
     assert got.audit() == ref.audit() and got.record_reasons == ref.record_reasons
 
 
-@SETTINGS
+@ROUNDS
 @given(first=st.lists(record, min_size=1, max_size=10), codec=st.sampled_from([0, 3, 4]),
        later=st.lists(st.sampled_from([b"", b"a", b"b", b"zz"]), max_size=4),
        tombstones=st.lists(st.sampled_from([b"", b"a", b"b"]), max_size=2))
