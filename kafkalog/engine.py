@@ -35,7 +35,7 @@ RENAMED = {"python": REFERENCE, "accel": COMPILED, "fast": COMPILED, "numba": CO
 class UnknownEngineError(UsageError, ValueError):
     """An engine name that is neither ``reference`` nor ``compiled`` (keyword or environment)."""
 
-    default_hint = f"use one of: {', '.join(ENGINES)} (or leave {ENV} unset for {DEFAULT})"
+    default_hint = f"unset, {ENV} means {DEFAULT!r}"
 
 
 def resolve(engine: Optional[str] = None) -> str:
@@ -53,8 +53,8 @@ def resolve(engine: Optional[str] = None) -> str:
 
 
 def _check(value: object, origin: str) -> str:
-    if value in ENGINES:
-        return value  # type: ignore[return-value]
+    if isinstance(value, str) and value in ENGINES:
+        return value
     hint = f" (did you mean {RENAMED[value]!r}?)" if isinstance(value, str) and value in RENAMED else ""
     raise UnknownEngineError(f"unknown engine {value!r} in {origin}{hint}: "
                              f"the engines are {' and '.join(repr(e) for e in ENGINES)}")
