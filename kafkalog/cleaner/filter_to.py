@@ -1,6 +1,6 @@
 """Kafka's ``MemoryRecords.filterTo`` compiled: the cleaner's recopy of a source segment
 (``LogCleaner.cleanInto``), the twin of the reference ``record_filter.filter_batch`` — the same
-decisions, counts, reasons and bytes, kept and tested against it (``tests/test_engines.py``).
+decisions, counts, reasons and bytes, kept and tested against it (``tests/conformance``).
 
 Two paths, one module:
 
