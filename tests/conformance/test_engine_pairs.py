@@ -79,10 +79,15 @@ def test_an_unknown_engine_touches_nothing(tmp_path, monkeypatch):
 
 def test_a_job_refuses_a_bad_engine_before_it_starts(tmp_path, monkeypatch):
     """A Spark job checks KAFKALOG_ENGINE in the driver (exit 2), not once per partition in its tasks."""
-    from udfs.job import base_parser, start_job
+    from udfs.job import add_config_arguments, base_parser, start_job
+    parser = base_parser("compact", "test")
+    add_config_arguments(parser)
+    (tmp_path / "meta.properties").write_text("version=1\n")
     monkeypatch.setenv(engines.ENV, "accel")
     with pytest.raises(engines.UnknownEngineError, match="did you mean 'compiled'"):
-        start_job(base_parser("compact", "test"), ["--log-dirs", str(tmp_path)])
+        start_job(parser, ["--log-dirs", str(tmp_path)])
+    monkeypatch.setenv(engines.ENV, "compiled")
+    assert start_job(parser, ["--log-dirs", str(tmp_path)]).log_dirs == [tmp_path]
 
 
 def test_every_engine_honours_the_environment(tmp_path, monkeypatch):
