@@ -3,7 +3,7 @@
 In one process, interleaved, on the same generated segments (bench/gen.py: 1M records, 16-byte
 keys, 100-byte values, ~16 KiB batches; uncompressed, gzip, snappy, lz4, zstd), CRC checked by all:
 
-- kafkalog   ``read_segment(path)`` -> pyarrow.Table (accel engine, numba warmed first), and
+- kafkalog   ``read_segment(path)`` -> pyarrow.Table (compiled engine, numba warmed first), and
              ``iter_segment(path)`` streaming RecordBatches;
 - aiokafka   ``aiokafka.record._crecords.MemoryRecords`` (Cython): per batch ``validate_crc()``
              (CRC-32C of the raw batch, before decompression), then every record's

@@ -1,5 +1,8 @@
-"""The two decoding engines every format test runs against (aiokafka's twin pattern)."""
+"""The two engines every format test runs against (aiokafka's twin pattern): ``kafkalog.engine``'s
+names."""
 import pytest
 
-ENGINES = ["python", "accel"]
+from kafkalog.engine import ENGINES as _NAMES
+
+ENGINES = list(_NAMES)          # ["reference", "compiled"]
 engine_param = pytest.mark.parametrize("engine", ENGINES)

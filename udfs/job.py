@@ -23,6 +23,7 @@ from typing import Callable, NamedTuple, Optional, Sequence
 
 from kafkalog.fs.durable import AS_CREATED, ownership_problem, replace_file
 from kafkalog.config import TOPIC_NOT_HELD_HINT, KafkaConfigs, load_configs, topics_not_held
+from kafkalog.engine import resolve as resolve_engine
 from kafkalog.errors import ConfigError, KafkalogError, UsageError
 from kafkalog.fs import filesystem
 from kafkalog.fs.lock import holder_and_hint, is_locked, lock_log_dir
@@ -201,6 +202,7 @@ def start_job(parser: argparse.ArgumentParser, argv: Sequence[str], check=None) 
     args = parser.parse_args(argv)
     if check is not None:
         check(args)
+    resolve_engine()              # a bad KAFKALOG_ENGINE is a usage error here, not one per partition later
     strict = strict_configs(getattr(parser, "job", None), args)
     configs = load_job_configs(args, strict=strict)
     log_dirs = resolve_log_dirs(args, configs)

@@ -16,8 +16,9 @@ Modules, one Kafka concept each:
 * ``key_walk``             the map pass over a partition's segments with that map: the key-only record
                            walk (numba), hash-slice passes (Cleaner.buildOffsetMap)
 * ``record_filter``        checkBatchRetention / shouldRetainRecord / filterTo
-* ``fast_filter``          the recopy pass over decoded windows (columns, compiled lookups, numba
-                           writer): same bytes as record_filter, which stays the reference
+* ``filter_to``            MemoryRecords.filterTo compiled: record_filter's twin (same bytes), the
+                           kernel for plain windows, decoded columns for the rest
+* ``filter_to_kernel``     its numba kernel, parameters grouped as NamedTuples
 * ``segment_grouping``     Cleaner.groupSegmentsBySize
 * ``source_segments``      the segments a round reads: opened with CRC checks, decoded a window at a time
 * ``plan``                 the round's plan (LogToClean): offsets, producer state, cleanable range

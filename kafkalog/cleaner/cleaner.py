@@ -11,7 +11,7 @@ Round, with ``now_ms`` explicit for every time-based rule:
             unstable offset (clamped to the log start) and the active producers, then
             ``cleanable_offsets`` (``LogCleanerManager.cleanableOffsets``).
 2. map    — over [firstDirty, upperBound) (``Cleaner.buildOffsetMap``): the compiled map (``key_walk``) within
-            ``map_budget`` bytes, in hash-slice passes if the keys do not fit (engine "fast"), or
+            ``map_budget`` bytes, in hash-slice passes if the keys do not fit (engine "compiled"), or
             the reference dict (``build_offset_map``), or a map passed in.
 3. recopy — every segment with base < map.end_offset, from the start of the log, grouped by
             ``group_segments_by_size``; ONE transaction tracker for the round, carried through the
@@ -55,7 +55,6 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 import numpy as np
 
 from kafkalog.fs.names import CLEANER_OFFSET_CHECKPOINT, KRAFT_METADATA_TOPIC
-import kafkalog.cleaner.fast_filter as fast_filter
 from kafkalog.cleaner.key_map import dedupe_budget
 from kafkalog.cleaner.clean_options import CleanOptions, RecordDecisions
 from kafkalog.cleaner.cleaned_segment import CleanedSink, GroupOutput
@@ -69,6 +68,7 @@ from kafkalog.cleaner.source_segments import read_batches, read_windows
 from kafkalog.cleaner.swap import STEP_CHECKPOINT, report_step, swap_in, update_cleaner_checkpoint
 from kafkalog.cleaner.transaction_metadata import CleanedTransactionMetadata
 from kafkalog.config import BrokerConfig, KafkaConfigs, LogConfig
+from kafkalog.engine import COMPILED, resolve as resolve_engine
 from kafkalog.errors import FenceLostError, KafkalogError
 from kafkalog.index.builder import IndexAppender
 from kafkalog.fs import durable
@@ -83,10 +83,6 @@ from kafkalog.log.segment import LogSegment
 from kafkalog.topic_partition import TopicPartition
 import kafkalog.cleaner.filter_to as filter_to
 
-# How the map and recopy passes walk records: "fast" (decoded windows as columns, numba writer:
-# fast_filter) or "reference" (a SourceBatch of RecordRows per batch: offset_map.build_offset_map and
-# record_filter.filter_batch). Same bytes, counts and reasons; tests run both.
-ENGINE = "fast"
 # Tests set this to hash every key by its length only: collisions everywhere, told apart by the bytes.
 KEY_HASH_WEAK = False
 
@@ -109,7 +105,7 @@ def map_budget(broker: BrokerConfig, concurrent_cleaners: Optional[int] = None) 
 
 def build_key_map(plan: PartitionPlan, broker: BrokerConfig = BrokerConfig(), *, budget: Optional[int] = None
                   ) -> KeyVerdicts:
-    """Pass 1 of the round (the fast engine): the compiled map within ``budget`` bytes (default
+    """Pass 1 of the round (the compiled engine): the compiled map within ``budget`` bytes (default
     ``map_budget(broker)``), in hash-slice passes when the keys do not fit."""
     return build_key_verdicts(plan, budget=budget or map_budget(broker),
                               load_factor=float(broker.setting("log.cleaner.io.buffer.load.factor")),
@@ -154,7 +150,7 @@ def read_chunks(positions: Sequence[int], sizes: Sequence[int], *, buffer_size: 
 
 def _clean_group(plan: PartitionPlan, sources: List[LogSegment], offset_map: OffsetMap,
                  io_buffer_size: int, result: PartitionCleanResult, record_decisions: RecordDecisions,
-                 sink: CleanedSink, tracker: CleanedTransactionMetadata, ordinals: Dict[int, int]) -> GroupOutput:
+                 sink: CleanedSink, tracker: CleanedTransactionMetadata, ordinals: Dict[int, int], engine: str) -> GroupOutput:
     """Recopy one group into ``sink``. ``tracker`` is the round's: the groups of a round are cleaned
     in order with the same tracker (a COMMIT/ABORT is judged by its data in earlier groups).
     ``ordinals``: each recopied segment's first record in the round's recopied range."""
@@ -170,7 +166,7 @@ def _clean_group(plan: PartitionPlan, sources: List[LogSegment], offset_map: Off
         h = seg.scan().headers
         chunks = read_chunks(h.position.tolist(), h.size.tolist(), buffer_size=io_buffer_size,
                              max_buffer_size=cfg.max_message_bytes, max_message_bytes=cfg.max_message_bytes)
-        if ENGINE == "fast":
+        if engine == COMPILED:           # decoded windows as columns (filter_to); else a RecordRow per record
             _clean_segment_fast(plan, seg, chunks, tracker, offset_map, result, record_decisions, out,
                                 ordinals[seg.base_offset])
             continue
@@ -210,14 +206,14 @@ def _clean_segment_fast(plan: PartitionPlan, seg: LogSegment, chunks, tracker: C
         asked = np.sort(np.fromiter((int(o) for o in record_decisions), dtype=np.int64))
     max_bytes = max_batch_bytes(cfg)
     windows = read_windows(seg, max_batch_bytes=max_bytes)
-    pending: List[fast_filter.BatchOutput] = []
+    pending: List[filter_to.BatchOutput] = []
     taken = 0
 
-    def next_batch() -> fast_filter.BatchOutput:
+    def next_batch() -> filter_to.BatchOutput:
         nonlocal pending, taken, ordinal
         while taken == len(pending):
             win = next(windows)
-            pending = fast_filter.filter_window(
+            pending = filter_to.filter_window(
                 win, tracker=tracker, active=plan.active_producers,
                 high_watermark=plan.high_watermark, offset_map=offset_map, now_ms=plan.now_ms,
                 delete_retention_ms=cfg.delete_retention_ms, counts=out.counts, record_decisions=record_decisions,
@@ -294,6 +290,7 @@ def _clean_locked(partition_dir: Path, *, config: LogConfig, now_ms: int, broker
                   options: CleanOptions, offset_map: Optional[OffsetMap] = None,
                   plan: Optional[PartitionPlan] = None) -> PartitionCleanResult:
     dry_run, force, record_decisions = options.dry_run, options.force, options.record_decisions
+    engine = resolve_engine(options.engine)
     try:
         topic, partition, kind = parse_partition_dir_name(partition_dir.name)
     except KafkalogError as e:
@@ -315,7 +312,7 @@ def _clean_locked(partition_dir: Path, *, config: LogConfig, now_ms: int, broker
             result.skipped_reason = "segments hold v0/v1 messages; the legacy compaction rules are not implemented"
             return result
         if offset_map is None:
-            if ENGINE == "fast":
+            if engine == COMPILED:
                 verdicts = build_key_map(plan, broker, budget=options.map_budget_bytes)
                 result.map_stats = verdicts.stats
                 offset_map = verdicts  # type: ignore[assignment]  # KeyVerdicts: see _clean_segment_fast
@@ -340,7 +337,7 @@ def _clean_locked(partition_dir: Path, *, config: LogConfig, now_ms: int, broker
                 sink = CleanedSink(None if dry_run else partition_dir / format_segment_file_name(sources[0].base_offset, "log", CLEANED_SUFFIX))
                 sinks.append(sink)
                 g = _clean_group(plan, sources, offset_map, io_size, result, record_decisions, sink, tracker,
-                                 ordinals)
+                                 ordinals, engine)
                 result.counts.add(g.counts)
                 result.groups.append(GroupResult(g.base_offset, [s.base_offset for s in sources],
                                                  sum(s.size for s in sources), g.sink.size,
@@ -445,6 +442,7 @@ def clean_partition(partition_dir, *, config: LogConfig, now_ms: int, broker: Br
     """
     partition_dir = Path(partition_dir)
     log_dir = partition_dir.parent
+    resolve_engine(options.engine)          # an unknown engine is refused before the lock or any file
 
     def run() -> PartitionCleanResult:
         return _clean_locked(partition_dir, config=config, now_ms=now_ms, broker=broker, options=options,

@@ -1,82 +1,87 @@
-"""``MemoryRecords.filterTo`` (the cleaner's recopy of a source segment, ``MemoryRecords.java``) for windows of
-plain batches, compiled end to end: one numba call walks every record of the window once, looks its
-key up in the map pass's answer (``key_walk.KeyVerdicts``: two bits per record, or the compiled map
-below its ``map_below`` offset), decides keep/drop, and writes every batch's output — copied whole,
-rebuilt with the kept records from the positions the walk noted (``records_encode_accel``'s
-``write_kept_records_kernel`` and ``seal_batch_kernel``: header, C codecs, CRC), or nothing — into
-one buffer, with no Python per batch and no Arrow.
+"""Kafka's ``MemoryRecords.filterTo`` compiled: the cleaner's recopy of a source segment
+(``LogCleaner.cleanInto``), the twin of the reference ``record_filter.filter_batch`` — the same
+decisions, counts, reasons and bytes, kept and tested against it (``tests/conformance``).
 
-A plain batch is a data batch outside any transaction, not an active producer's last, not the
-last before the high watermark: its verdict is the constant ``record_filter.DELETE_IF_EMPTY`` and the
-transaction tracker has nothing to do with it (``fast_filter.filter_window`` says why). Windows of
-plain batches end before the next other batch; from another batch on, and for a window the
-kernel hands back (a batch it cannot write exactly as the reference writer does: codecs without a
-C encoder here, non-canonical varints, extreme offsets or timestamps; or a record that does not
-walk), the decoder's window from there (``source_segments.read_windows``) goes to
-``fast_filter.filter_window``, which decides the same and names any error.
+Two paths, one module:
+
+* **The kernel** (``filter_to_kernel``) for windows of plain batches when no record's reason is
+  asked: one numba call walks every record of the window once, looks its key up in the map pass's
+  answer (``key_walk.KeyVerdicts``: two bits per record, or the compiled map below its
+  ``map_below`` offset), decides keep/drop, and writes every batch's output — copied whole, rebuilt
+  with the kept records (``records_encode_accel``: header, C codecs, CRC), or nothing — into one
+  buffer, with no Python per batch and no Arrow. A plain batch is a data batch outside any
+  transaction, not an active producer's last, not the last before the high watermark: its verdict
+  is the constant ``record_filter.DELETE_IF_EMPTY`` and the transaction tracker has nothing to do
+  with it (what it consumes up to this offset, its next transactional or control batch consumes first).
+* **The columnar path** (:func:`filter_window`) for every other window, the audited rounds, and a
+  window the kernel hands back (a batch it cannot write exactly as the reference writer does: codecs
+  without a C encoder here, non-canonical varints, extreme offsets or timestamps; or a record that
+  does not walk): the decoder's window (``source_segments.read_windows``) as numpy columns. The
+  per-batch steps (transaction tracker, ``check_batch_retention``) run in batch order in Python; the
+  per-record rules run on the columns with ONE lookup per record that needs it; retained batches
+  that lose records or get a horizon are re-encoded by the numba writer (``rewrite_batch``), or by
+  the reference writer when only it gives the exact bytes.
 
 Per window the result is ``WindowOutput``: the bytes of its batches back to back and per batch
 where its output lies and the numbers the index builder needs.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
-from typing import Iterator, List, Mapping, Optional
+from itertools import repeat
+from typing import Collection, Iterator, List, Mapping, Optional, Union
 
 import numpy as np
-from numba import njit
+import pyarrow as pa
 
 from kafkalog.format import record_batch as rb
 from kafkalog.format.buffer_pool import release_pages
-from kafkalog.format.compression import NONE, ZSTD_LEVEL, thread_output_buffer
+from kafkalog.format.compression import ZSTD_LEVEL, decompress, thread_output_buffer
 from kafkalog.format.compression_accel import zstd_compressor
 from kafkalog.format.decoder import decompress_batches
 from kafkalog.fs.filesystem import MappedFile
 from kafkalog.format.native import LZ4_STREAM_BYTES, native_functions
-from kafkalog.format.records_accel import copy_bytes, read_varint, read_varlong
-from kafkalog.format.records_encode_accel import (ENC_OK, seal_batch_kernel, varint_canonical,
-                                                  write_kept_records_kernel)
-import kafkalog.cleaner.fast_filter as ff
+from kafkalog.format.records_encode_accel import rewrite_batch
 import kafkalog.cleaner.key_map as km
-from kafkalog.cleaner.key_hash import key_hash
+import kafkalog.cleaner.filter_to_kernel as fk
+from kafkalog.cleaner.filter_to_kernel import (
+    C_BYTES_WRITTEN, C_COPIED, C_HORIZONS, C_KEPT, C_REMOVED, C_REWRITTEN, C_TOMBS_KEPT, FT_OK, HEADER_BYTES,
+    KEPT_BEYOND_MAP, KEPT_CONTROL, KEPT_LATEST, KEPT_NOT_IN_MAP, KEPT_TOMBSTONE, N_COUNTERS, REASONS, REMOVED_ABORTED,
+    REMOVED_MARKER, REMOVED_NULL_KEY, REMOVED_SUPERSEDED, REMOVED_TOMBSTONE_EXPIRED, filter_window_kernel)
 from kafkalog.cleaner.key_walk import MAP_NEVER, KeyVerdicts
-from kafkalog.cleaner.source_segments import READ_WINDOW_BATCHES, read_windows
-from kafkalog.log.segment import LogSegment
+from kafkalog.cleaner.offset_map import ExactOffsetMap, OffsetMap
 from kafkalog.cleaner.producer_state import LastRecord
-from kafkalog.cleaner.record_filter import FilterCounts
-
-_CACHE = os.path.isfile(__file__)
+from kafkalog.cleaner.record_filter import (DELETE_IF_EMPTY, BatchRetention, FilterCounts, FilteredBatch,
+                                            check_batch_retention, is_batch_last_record_of_producer)
+from kafkalog.cleaner.source_segments import READ_WINDOW_BATCHES, SourceWindow, read_windows
+from kafkalog.cleaner.transaction_metadata import CleanedTransactionMetadata
+from kafkalog.log.segment import LogSegment
 
 WINDOW_BYTES = 2 << 20         # records (decompressed) per window of plain batches: bounds the worker's buffers
 
-# record codes (fast_filter's, as plain ints for the kernel)
-_LATEST, _NOT_IN_MAP, _BEYOND_MAP, _TOMB_KEPT = (int(ff.KEPT_LATEST), int(ff.KEPT_NOT_IN_MAP),
-                                                 int(ff.KEPT_BEYOND_MAP), int(ff.KEPT_TOMBSTONE))
-_SUPERSEDED, _NULL_KEY, _TOMB_EXPIRED = (int(ff.REMOVED_SUPERSEDED), int(ff.REMOVED_NULL_KEY),
-                                         int(ff.REMOVED_TOMBSTONE_EXPIRED))
-N_CODES = len(ff.REASONS)
-
-# counters after the per-code ones
-C_KEPT, C_TOMBS_KEPT, C_COPIED, C_REWRITTEN, C_REMOVED, C_HORIZONS, C_BYTES_WRITTEN = range(N_CODES, N_CODES + 7)
-N_COUNTERS = N_CODES + 7
-
-# kernel statuses
-FT_OK = 0
-FT_FALLBACK = 1        # hand the window to fast_filter.filter_window
-
+_KEPT_CODES = np.array([r.kept for r in REASONS], dtype=np.bool_)
 _TXN_OR_CONTROL = rb.TRANSACTIONAL_FLAG_MASK | rb.CONTROL_FLAG_MASK
-_LOG_APPEND = 0x08
-_HORIZON_FLAG = rb.DELETE_HORIZON_FLAG_MASK
-_HEADER_BYTES = rb.RECORDS_OFFSET
-_NONE_TS = rb.NO_TIMESTAMP
+_NOT_FOUND = km.NOT_FOUND                # "key not in the map" in the looked-up offsets
+
+
+# --- what a window wrote -------------------------------------------------------------------
+
+@dataclass
+class BatchOutput:
+    """One source batch after filtering (what ``_clean_group`` needs of a ``FilteredBatch``)."""
+
+    output: bytes
+    max_offset: int
+    max_timestamp: int
+    shallow_offset_of_max_timestamp: int
+    filtered: Optional[FilteredBatch]      # for the audit, only when reasons are wanted
 
 
 @dataclass
 class WindowOutput:
     """Batches [first, first + count) of a segment after filtering: batch b's bytes are
     ``data[start[b]:end[b]]`` (empty when removed; one after the other), ``max_offset``,
-    ``max_timestamp`` and ``shallow_offset`` as ``fast_filter.BatchOutput`` has them."""
+    ``max_timestamp`` and ``shallow_offset`` as ``BatchOutput`` has them."""
 
     first: int
     data: np.ndarray
@@ -91,7 +96,7 @@ class WindowOutput:
         return len(self.start)
 
     @staticmethod
-    def of_batches(first: int, outputs: List["ff.BatchOutput"]) -> "WindowOutput":
+    def of_batches(first: int, outputs: List[BatchOutput]) -> "WindowOutput":
         sizes = np.fromiter((len(o.output) for o in outputs), np.int64, len(outputs))
         end = np.cumsum(sizes)
         data = np.frombuffer(b"".join(o.output for o in outputs), np.uint8)
@@ -113,209 +118,227 @@ class WindowOutput:
                 int(self.shallow_offset[a:b][wrote][k]))
 
 
-# --- the kernel ------------------------------------------------------------------------------
 
-@njit(cache=_CACHE, nogil=True)
-def filter_window_kernel(buf, dbuf, b_src, b_start, b_end, b_pos, b_size, b_count, b_base, b_last, b_attr,
-                         b_base_ts, b_max_ts, end_offset, now_ms, new_horizon, map_below, weak, slots, arena,
-                         found_bits, superseded_bits, ordinal_base, kept_body, kept_end, kept_ts, scratch, out,
-                         o_start, o_end, o_max_offset, o_max_ts, o_shallow, counts,
-                         lz4_fns, lz4_state, zstd_fns, cctx, zstd_io, crc_fn):
-    """Filter and write every (plain) batch of the window; see the module docstring. Returns
-    (status, batch): FT_FALLBACK names the first batch it could not do (nothing it counted or wrote
-    is then used).
+# --- the columnar path -----------------------------------------------------------------------
 
-    Each record is parsed once: the walk checks that it is well formed, decides keep/drop, and for
-    a kept record notes where its bytes from the offsetDelta on lie (``kept_body``/``kept_end``), its
-    timestamp (``kept_ts``) and whether it is in the form the reference writer gives it (canonical
-    varints, -1 for null, ASCII header keys: ``rewrite_records_kernel``'s checks). A batch that
-    keeps everything and needs no horizon is copied whole; otherwise its kept records are written
-    from those positions (``write_kept_records_kernel``: for codec none straight after the header
-    space in ``out``, else in ``scratch`` for the codec) and sealed (``seal_batch_kernel``)."""
-    q = 0
-    ordinal = ordinal_base
-    for b in range(b_pos.shape[0]):
-        count = max(b_count[b], 0)
-        src = buf if b_src[b] == 0 else dbuf
-        p = b_start[b]
-        end = b_end[b]
-        base = b_base[b]
-        attr = b_attr[b]
-        log_append = (attr & _LOG_APPEND) != 0
-        has_horizon = (attr & _HORIZON_FLAG) != 0
-        horizon = b_base_ts[b]
-        passed = has_horizon and now_ms >= horizon
-        kc = 0
-        tombs = 0
-        odd = False             # a kept record the verbatim copy would not write as the reference does
-        top_offset = np.int64(-1)
-        for k in range(count):
-            length, p = read_varint(src, p, end)
-            if p < 0 or length <= 0 or p + length > end:
-                return FT_FALLBACK, b
-            rend = p + length
-            tsd, c = read_varlong(src, p + 1, rend)
-            if c < 0:
-                return FT_FALLBACK, b
-            body = c
-            od, c = read_varint(src, c, rend)
-            if c < 0:
-                return FT_FALLBACK, b
-            bad = not varint_canonical(src, body, c)
-            at = c
-            klen, c = read_varint(src, c, rend)
-            if c < 0:
-                return FT_FALLBACK, b
-            bad |= klen < -1 or not varint_canonical(src, at, c)
-            kpos = c
-            if klen > 0:
-                c += klen
-                if c > rend:
-                    return FT_FALLBACK, b
-            at = c
-            vlen, c = read_varint(src, c, rend)
-            if c < 0:
-                return FT_FALLBACK, b
-            bad |= vlen < -1 or not varint_canonical(src, at, c)
-            if vlen > 0:
-                c += vlen
-                if c > rend:
-                    return FT_FALLBACK, b
-            at = c
-            hc, c = read_varint(src, c, rend)                  # headers: walked as the decoder walks them
-            if c < 0 or hc < 0 or hc > rend - c:
-                return FT_FALLBACK, b
-            bad |= not varint_canonical(src, at, c)
-            for _h in range(hc):
-                at = c
-                hkl, c = read_varint(src, c, rend)
-                if c < 0 or hkl < 0 or c + hkl > rend:
-                    return FT_FALLBACK, b
-                bad |= not varint_canonical(src, at, c)
-                for j in range(c, c + hkl):
-                    if src[j] >= 0x80:          # non-ASCII header key: the reference re-encodes its text
-                        bad = True
-                c += hkl
-                at = c
-                hvl, c = read_varint(src, c, rend)
-                if c < 0 or c + max(hvl, 0) > rend:
-                    return FT_FALLBACK, b
-                bad |= hvl < -1 or not varint_canonical(src, at, c)
-                c += max(hvl, 0)
-            if c != rend:
-                return FT_FALLBACK, b
-            p = rend
-            offset = base + od
-            if offset >= end_offset:
-                code = _BEYOND_MAP
-            elif klen < 0:
-                code = _NULL_KEY
-            else:
-                if offset < map_below:
-                    found = km.map_get(slots, arena, src, kpos, klen, key_hash(src, kpos, klen, weak))
-                else:
-                    bit = ordinal + k
-                    byte, mask = bit >> 3, np.uint8(1 << (bit & 7))
-                    if superseded_bits[byte] & mask:
-                        found = offset + 1
-                    elif found_bits[byte] & mask:
-                        found = offset
-                    else:
-                        found = km.NOT_FOUND
-                has = found != km.NOT_FOUND
-                if has and offset < found:
-                    code = _SUPERSEDED
-                elif vlen < 0:
-                    code = _TOMB_EXPIRED if passed else _TOMB_KEPT
-                else:
-                    code = _LATEST if has else _NOT_IN_MAP
-            counts[code] += 1
-            if code == _LATEST or code == _NOT_IN_MAP or code == _BEYOND_MAP or code == _TOMB_KEPT:
-                kept_ts[kc] = b_max_ts[b] if log_append else b_base_ts[b] + tsd
-                kept_body[kc] = body
-                kept_end[kc] = rend
-                kc += 1
-                odd |= bad
-                if offset > top_offset:
-                    top_offset = offset
-                if vlen < 0:
-                    tombs += 1
-        if p != end:
-            return FT_FALLBACK, b
-        ordinal += count
-        counts[C_KEPT] += kc
-        counts[C_TOMBS_KEPT] += tombs
-        o_start[b] = q
-        if kc == 0:
-            counts[C_REMOVED] += 1
-            o_end[b] = q
-            o_max_offset[b] = -1
-            o_max_ts[b] = _NONE_TS
-            o_shallow[b] = -1
+def _lookup(offset_map: OffsetMap, win: SourceWindow, look: np.ndarray, ordinal_base: int) -> np.ndarray:
+    """One lookup per record ``look`` of the window: the map's offset for its key, _NOT_FOUND where
+    absent."""
+    if isinstance(offset_map, KeyVerdicts):
+        return offset_map.lookup(win.keys, look, look + ordinal_base, win.offsets[look])
+    keys = win.keys.take(pa.array(look)).to_pylist()
+    n = len(keys)
+    if type(offset_map) is ExactOffsetMap:
+        return np.fromiter(map(offset_map.offsets.get, keys, repeat(_NOT_FOUND, n)), dtype=np.int64, count=n)
+    found = list(map(offset_map.latest_offset, keys))
+    return np.fromiter((_NOT_FOUND if x is None else x for x in found), dtype=np.int64, count=n)
+
+
+def _asked_in(asked: Optional[np.ndarray], lo: int, hi: int) -> bool:
+    if asked is None:
+        return True
+    return int(np.searchsorted(asked, lo, side="left")) < int(np.searchsorted(asked, hi, side="right"))
+
+
+def _reference_encode(win: SourceWindow, b: int, kept: np.ndarray, h: rb.BatchHeader,
+                      horizon: Optional[int]) -> bytes:
+    """``filter_batch``'s own writing of batch ``b``'s kept records."""
+    log_append = h.timestamp_type == rb.LOG_APPEND_TIME
+    rows = [r for r, k in zip(win.rows(b), kept.tolist()) if k]
+    records = [rb.V2Record(r.offset, h.max_timestamp if log_append else r.timestamp, r.key, r.value, r.headers)
+               for r in rows]
+    return rb.encode_batch(records, base_offset=h.base_offset, last_offset_delta=h.last_offset_delta,
+                           codec=h.codec, timestamp_type=h.timestamp_type, transactional=h.is_transactional,
+                           control=h.is_control, delete_horizon_ms=horizon, producer_id=h.producer_id,
+                           producer_epoch=h.producer_epoch, base_sequence=h.base_sequence,
+                           partition_leader_epoch=h.partition_leader_epoch,
+                           max_timestamp=h.max_timestamp if log_append else None)
+
+
+def _rewrite(win: SourceWindow, b: int, kept: np.ndarray, kept_ts: np.ndarray, h: rb.BatchHeader,
+         horizon: Optional[int], max_batch_bytes: int) -> bytes:
+    pos, size = win.positions[b], win.sizes[b]
+    region = win.records_region(b)
+    if h.codec == 0:
+        src, start, end = win.buf, pos + rb.RECORDS_OFFSET, pos + size
+    elif region is not None:          # decompressed once, when the window was decoded
+        src, start, end = region
+    else:
+        payload = decompress(h.codec, memoryview(win.buf)[pos + rb.RECORDS_OFFSET:pos + size], magic=2,  # type: ignore[arg-type, unused-ignore]
+                             max_bytes=max_batch_bytes)
+        src, start, end = np.frombuffer(payload, dtype=np.uint8), 0, len(payload)
+    log_append = h.timestamp_type == rb.LOG_APPEND_TIME
+    out = rewrite_batch(src, start, end, len(kept), kept, kept_ts, base_offset=h.base_offset,
+                        last_offset_delta=h.last_offset_delta, codec=h.codec, timestamp_type=h.timestamp_type,
+                        transactional=h.is_transactional, control=h.is_control, delete_horizon_ms=horizon,
+                        producer_id=h.producer_id, producer_epoch=h.producer_epoch,
+                        base_sequence=h.base_sequence, partition_leader_epoch=h.partition_leader_epoch,
+                        max_timestamp=h.max_timestamp if log_append else None)
+    if out is not None:
+        return out
+    return _reference_encode(win, b, kept, h, horizon)
+
+
+def filter_window(win: SourceWindow, *, tracker: CleanedTransactionMetadata, active: Mapping[int, LastRecord],
+                  high_watermark: int, offset_map: OffsetMap, now_ms: int, delete_retention_ms: int,
+                  counts: FilterCounts, record_decisions: Union[bool, Collection[int]],
+                  asked: Optional[np.ndarray], max_batch_bytes: int, ordinal_base: int = 0) -> List[BatchOutput]:
+    """``filter_batch`` for every batch of the window, in order (tracker calls included); adds the
+    audit numbers to ``counts``. ``asked``: sorted offsets whose reasons are wanted (None: all);
+    ``ordinal_base``: the window's first record's index in the round's recopied range."""
+    headers = win.headers
+    nb = len(headers)
+    rs = win.record_start
+    n = int(rs[-1])
+    per_batch = np.diff(rs)
+    decisions = []
+    mode = np.empty(nb, dtype=np.int8)          # 0: records discarded, 1: control kept, 2: data, per record
+    control = np.empty(nb, dtype=np.bool_)
+    horizon_passed = np.zeros(nb, dtype=np.bool_)
+    for b, h in enumerate(headers):
+        if not h.attributes & _TXN_OR_CONTROL and h.last_offset + 1 != high_watermark and (
+                h.producer_id == rb.NO_PRODUCER_ID or h.producer_id not in active):
+            # a plain data batch: the tracker has nothing to do (what it consumes up to this offset,
+            # its next transactional or control batch consumes first) and the verdict is constant
+            decisions.append(DELETE_IF_EMPTY)
+            control[b] = False
+            mode[b] = 2
+            horizon = h.delete_horizon_ms
+            horizon_passed[b] = horizon is not None and now_ms >= horizon
             continue
-        need_horizon = tombs > 0 and not has_horizon
-        if kc == count and not need_horizon:
-            size = b_size[b]
-            if q + size > out.shape[0]:
-                return FT_FALLBACK, b
-            copy_bytes(out, q, buf, b_pos[b], size)
-            q += size
-            counts[C_COPIED] += 1
-            o_max_offset[b] = b_last[b]
-            o_max_ts[b] = b_max_ts[b]
+        if h.is_control:
+            can_discard = tracker.on_control_batch(h.producer_id, h.last_offset, win.control_type(b))
         else:
-            if odd:
-                return FT_FALLBACK, b
-            if need_horizon:
-                horizon = new_horizon
-                counts[C_HORIZONS] += 1
-            base_ts = horizon if has_horizon or need_horizon else kept_ts[0]
-            if (attr & 7) == NONE:          # the records go straight where the codec would put its frame
-                at = q + _HEADER_BYTES
-                if at + (end - b_start[b]) + 16 * kc > out.shape[0]:
-                    return FT_FALLBACK, b
-                overflow, e, top = write_kept_records_kernel(src, kept_body, kept_end, kept_ts, kc, base_ts, out, at)
-                rq = e - at
+            can_discard = tracker.on_data_batch(h.producer_id, h.last_offset, h.is_transactional)
+        d = check_batch_retention(h, can_discard_batch=can_discard,
+                                  is_last_of_active_producer=is_batch_last_record_of_producer(h, active),
+                                  high_watermark=high_watermark, now_ms=now_ms)
+        decisions.append(d)
+        control[b] = h.is_control
+        if d.retention is BatchRetention.DELETE or d.discard_records:
+            mode[b] = 0
+        else:
+            mode[b] = 1 if h.is_control else 2
+        horizon = h.delete_horizon_ms
+        horizon_passed[b] = horizon is not None and now_ms >= horizon
+
+    # per record (Cleaner.shouldRetainRecord)
+    rec_mode = np.repeat(mode, per_batch)
+    rec_control = np.repeat(control, per_batch)
+    offsets = win.offsets
+    codes = np.empty(n, dtype=np.int8)
+    codes[rec_mode == 0] = np.where(rec_control[rec_mode == 0], REMOVED_MARKER, REMOVED_ABORTED)
+    codes[rec_mode == 1] = KEPT_CONTROL
+    data = rec_mode == 2
+    if data.any():
+        beyond = data & (offsets >= offset_map.end_offset)
+        codes[beyond] = KEPT_BEYOND_MAP
+        rest = data & ~beyond
+        codes[rest & ~win.key_valid] = REMOVED_NULL_KEY
+        look = np.flatnonzero(rest & win.key_valid)
+        if len(look):
+            off = offsets[look]
+            found = _lookup(offset_map, win, look, ordinal_base)
+            has = found != _NOT_FOUND
+            tomb = ~win.value_valid[look]
+            expired = np.repeat(horizon_passed, per_batch)[look]
+            c = np.where(has, KEPT_LATEST, KEPT_NOT_IN_MAP).astype(np.int8)
+            c[tomb] = np.where(expired[tomb], REMOVED_TOMBSTONE_EXPIRED, KEPT_TOMBSTONE)
+            c[has & (off < found)] = REMOVED_SUPERSEDED
+            codes[look] = c
+    kept = _KEPT_CODES[codes]
+    tomb_kept = kept & ~rec_control & ~win.value_valid
+    ck = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(kept, out=ck[1:])
+    ct = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(tomb_kept, out=ct[1:])
+    kept_b = (ck[rs[1:]] - ck[rs[:-1]]).tolist()
+    tomb_b = (ct[rs[1:]] - ct[rs[:-1]]).tolist()
+
+    by_code = np.bincount(codes, minlength=len(REASONS)).tolist()
+    counts.batches_read += nb
+    counts.records_read += n
+    counts.records_kept += int(ck[n])
+    counts.records_superseded += by_code[REMOVED_SUPERSEDED]
+    counts.records_null_key += by_code[REMOVED_NULL_KEY]
+    counts.tombstones_kept += int(ct[n])
+    counts.tombstones_removed += by_code[REMOVED_TOMBSTONE_EXPIRED]
+    counts.aborted_records_removed += by_code[REMOVED_ABORTED]
+    counts.markers_kept += int(np.count_nonzero(kept & rec_control))
+    counts.markers_removed += by_code[REMOVED_MARKER]
+
+    # per batch: the bytes written (MemoryRecords.filterTo)
+    out: List[BatchOutput] = []
+    starts = rs.tolist()
+    for b, h in enumerate(headers):
+        d = decisions[b]
+        size = win.sizes[b]
+        counts.bytes_read += size
+        lo, hi = starts[b], starts[b + 1]
+        kc = kept_b[b]
+        horizon = h.delete_horizon_ms
+        verbatim = False
+        if kc:
+            need_horizon = (tomb_b[b] > 0 or d.contains_marker_for_empty_txn) and horizon is None
+            if kc == hi - lo and not need_horizon:
+                counts.batches_copied += 1
+                output, verbatim = win.raw(b), True
+                max_offset, max_ts = h.last_offset, h.max_timestamp
             else:
-                overflow, rq, top = write_kept_records_kernel(src, kept_body, kept_end, kept_ts, kc, base_ts,
-                                                              scratch, 0)
-            if overflow:
-                return FT_FALLBACK, b
-            max_ts = b_max_ts[b] if log_append else top
-            status, e = seal_batch_kernel(buf, b_pos[b], scratch, rq, kc, base_ts, max_ts, has_horizon or need_horizon,
-                                          out, q, lz4_fns, lz4_state, zstd_fns, cctx, zstd_io, crc_fn)
-            if status != ENC_OK:
-                return FT_FALLBACK, b
-            o_max_ts[b] = max_ts
-            o_max_offset[b] = top_offset
-            q = e
-            counts[C_REWRITTEN] += 1
-        o_end[b] = q
-        o_shallow[b] = b_last[b]
-    counts[C_BYTES_WRITTEN] = q
-    return FT_OK, -1
+                if need_horizon:
+                    horizon = now_ms + delete_retention_ms
+                    counts.horizons_stamped += 1
+                kmask = kept[lo:hi]
+                log_append = h.timestamp_type == rb.LOG_APPEND_TIME
+                kept_ts = np.full(kc, h.max_timestamp, dtype=np.int64) if log_append else win.timestamps[lo:hi][kmask]
+                output = _rewrite(win, b, kmask, kept_ts, h, horizon, max_batch_bytes)
+                max_ts = h.max_timestamp if log_append else int(kept_ts.max())
+                max_offset = int(offsets[lo:hi][kmask].max())
+                counts.batches_rewritten += 1
+            counts.bytes_written += len(output)
+            shallow = h.last_offset
+        elif d.retention is BatchRetention.RETAIN_EMPTY:
+            output = rb.encode_batch([], base_offset=h.base_offset, last_offset_delta=h.last_offset_delta, codec=0,
+                                     timestamp_type=h.timestamp_type, transactional=h.is_transactional,
+                                     control=h.is_control, producer_id=h.producer_id,
+                                     producer_epoch=h.producer_epoch, base_sequence=h.base_sequence,
+                                     partition_leader_epoch=h.partition_leader_epoch, max_timestamp=h.max_timestamp)
+            verbatim = output == win.raw(b)
+            horizon = None
+            counts.batches_emptied += 1
+            counts.bytes_written += len(output)
+            max_offset, max_ts, shallow = h.last_offset, h.max_timestamp, h.last_offset
+        else:
+            counts.batches_removed += 1
+            output, horizon, max_offset, max_ts, shallow = b"", None, -1, rb.NO_TIMESTAMP, -1
+        fb = None
+        if record_decisions and _asked_in(asked, h.base_offset, h.last_offset):
+            reasons = list(zip(offsets[lo:hi].tolist(), [REASONS[c] for c in codes[lo:hi].tolist()]))
+            fb = FilteredBatch(h.base_offset, h.last_offset, d, output, verbatim, horizon, max_offset, max_ts,
+                               shallow, reasons, FilterCounts(records_kept=kc))
+        out.append(BatchOutput(output, max_offset, max_ts, shallow, fb))
+    return out
 
 
-# --- Python side -----------------------------------------------------------------------------
+# --- the kernel's driver --------------------------------------------------------------------
 
-class _Codecs:
+def _codecs() -> fk.Codecs:
     """What the kernel calls the C codecs and CRC with (addresses; 0 where missing)."""
-
-    def __init__(self):
-        native = native_functions()
-        z = zstd_compressor(ZSTD_LEVEL) if native.enabled else None
-        self.lz4 = np.array([native.lz4_reset_stream, native.lz4_compress_fast_continue] if native.enabled else [0, 0],
-                            np.uintp)
-        self.lz4_state = np.zeros(LZ4_STREAM_BYTES, np.uint8)
-        self.crc = np.uintp(native.crc32c_update if native.enabled else 0)
-        self.zstd_fns = z.fns if z is not None else np.zeros(3, np.uintp)
-        self.cctx = np.uintp(z.cctx if z is not None else 0)
-        self.zstd_io = z.io if z is not None else np.zeros(6, np.uint64)
+    native = native_functions()
+    z = zstd_compressor(ZSTD_LEVEL) if native.enabled else None
+    return fk.Codecs(
+        np.array([native.lz4_reset_stream, native.lz4_compress_fast_continue] if native.enabled else [0, 0], np.uintp),
+        np.zeros(LZ4_STREAM_BYTES, np.uint8),
+        z.fns if z is not None else np.zeros(3, np.uintp),
+        np.uintp(z.cctx if z is not None else 0),
+        z.io if z is not None else np.zeros(6, np.uint64),
+        np.uintp(native.crc32c_update if native.enabled else 0))
 
 
 def available(offset_map) -> bool:
-    """Whether windows of plain batches can take the compiled path for this map."""
-    return isinstance(offset_map, KeyVerdicts) and ff.USE_ACCEL_WRITER and native_functions().crc32c_update != 0
+    """Whether windows of plain batches can take the kernel for this map (the compiled map pass's
+    answer, and the C CRC-32C to seal rewritten batches with)."""
+    return isinstance(offset_map, KeyVerdicts) and native_functions().crc32c_update != 0
 
 
 def plain_batches(h, high_watermark: int, active_ids: np.ndarray) -> np.ndarray:
@@ -326,12 +349,12 @@ def plain_batches(h, high_watermark: int, active_ids: np.ndarray) -> np.ndarray:
 
 
 def _run(buf, dbuf, b_src, b_start, b_end, h, offset_map: KeyVerdicts, now_ms: int, delete_retention_ms: int,
-         ordinal: int, codecs: _Codecs, counts: FilterCounts, first: int) -> Optional[WindowOutput]:
+         ordinal: int, codecs: fk.Codecs, counts: FilterCounts, first: int) -> Optional[WindowOutput]:
     nb = len(h)
     per_batch = np.maximum(h.recordsCount.astype(np.int64), 0)
     region = (b_end - b_start).astype(np.int64)
     most = int(per_batch.max()) if nb else 0
-    room = int(np.maximum(h.size.astype(np.int64), _HEADER_BYTES + region + 16 * per_batch + region // 64 + 1024).sum())
+    room = int(np.maximum(h.size.astype(np.int64), HEADER_BYTES + region + 16 * per_batch + region // 64 + 1024).sum())
     out = thread_output_buffer("cleaner recopy, written").reserve(room, 0)
     scratch = thread_output_buffer("cleaner recopy, records").reserve(
         int((region + 16 * per_batch).max()) + 16 if nb else 16, 0)
@@ -345,23 +368,22 @@ def _run(buf, dbuf, b_src, b_start, b_end, h, offset_map: KeyVerdicts, now_ms: i
         weak, map_below = offset_map.key_map.weak_hash, offset_map.map_below
     else:
         slots, arena, weak, map_below = np.zeros(km.SLOT_WORDS, np.int64), np.zeros(1, np.uint8), False, MAP_NEVER
-    status, _b = filter_window_kernel(
-        buf, dbuf, b_src, b_start, b_end, h.position.astype(np.int64), h.size.astype(np.int64), per_batch,
-        h.baseOffset, h.lastOffset, h.attributes.astype(np.int64), h.baseTimestamp, h.maxTimestamp,
-        offset_map.end_offset, now_ms, now_ms + delete_retention_ms, map_below, weak, slots, arena,
-        offset_map.found_bits, offset_map.superseded_bits,
-        ordinal, kept_body, kept_end, kept_ts, scratch, out, *o, c, codecs.lz4, codecs.lz4_state, codecs.zstd_fns,
-        codecs.cctx, codecs.zstd_io, codecs.crc)
+    batches = fk.Batches(b_src, b_start, b_end, h.position.astype(np.int64), h.size.astype(np.int64), per_batch,
+                         h.baseOffset, h.lastOffset, h.attributes.astype(np.int64), h.baseTimestamp, h.maxTimestamp)
+    rules = fk.Rules(offset_map.end_offset, now_ms, now_ms + delete_retention_ms, map_below, ordinal)
+    lookup = fk.Lookup(weak, slots, arena, offset_map.found_bits, offset_map.superseded_bits)
+    status, _b = filter_window_kernel(fk.Source(buf, dbuf), batches, rules, lookup,
+                                      fk.Work(kept_body, kept_end, kept_ts, scratch, out), fk.Result(o[0], o[1], o[2], o[3], o[4], c), codecs)
     if status != FT_OK:
         return None
     by = c.tolist()
     counts.batches_read += nb
     counts.records_read += int(per_batch.sum())
     counts.records_kept += by[C_KEPT]
-    counts.records_superseded += by[_SUPERSEDED]
-    counts.records_null_key += by[_NULL_KEY]
+    counts.records_superseded += by[REMOVED_SUPERSEDED]
+    counts.records_null_key += by[REMOVED_NULL_KEY]
     counts.tombstones_kept += by[C_TOMBS_KEPT]
-    counts.tombstones_removed += by[_TOMB_EXPIRED]
+    counts.tombstones_removed += by[REMOVED_TOMBSTONE_EXPIRED]
     counts.batches_copied += by[C_COPIED]
     counts.batches_rewritten += by[C_REWRITTEN]
     counts.batches_removed += by[C_REMOVED]
@@ -381,7 +403,7 @@ def filtered_windows(seg: LogSegment, *, tracker, active: Mapping[int, LastRecor
     legacy = np.flatnonzero(h.magic != rb.MAGIC_VALUE_V2)
     stop = int(legacy[0]) if legacy.size else n
     active_ids = np.fromiter(active.keys(), np.int64, len(active))
-    codecs = _Codecs()
+    codecs = _codecs()
     cache = offset_map.windows
     decompressed = thread_output_buffer("cleaner recopy, decompressed")
     plain = plain_batches(h.head(stop), high_watermark, active_ids)
@@ -408,7 +430,7 @@ def filtered_windows(seg: LogSegment, *, tracker, active: Mapping[int, LastRecor
                 windows = read_windows(seg, max_batch_bytes=max_batch_bytes, from_position=int(h.position[i]))
                 win = next(windows)
                 windows.close()
-                result = WindowOutput.of_batches(i, ff.filter_window(
+                result = WindowOutput.of_batches(i, filter_window(
                     win, tracker=tracker, active=active, high_watermark=high_watermark,
                     offset_map=offset_map, now_ms=now_ms, delete_retention_ms=delete_retention_ms, counts=counts,  # type: ignore[arg-type]
                     record_decisions=False, asked=None, max_batch_bytes=max_batch_bytes, ordinal_base=ordinal))
@@ -423,4 +445,4 @@ def filtered_windows(seg: LogSegment, *, tracker, active: Mapping[int, LastRecor
         yield from read_windows(seg, max_batch_bytes=max_batch_bytes, from_position=int(h.position[stop]))  # type: ignore[misc]  # raises first
 
 
-__all__ = ["WindowOutput", "available", "filter_window_kernel", "filtered_windows", "plain_batches"]
+__all__ = ["BatchOutput", "WindowOutput", "available", "filter_window", "filtered_windows", "plain_batches"]

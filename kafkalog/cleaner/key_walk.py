@@ -282,7 +282,7 @@ def _control_type(w: _Window, b: int) -> Optional[int]:
 
 def _refuse(w: _Window, seg: LogSegment, b: int, pos: int, max_batch_bytes: int):
     """A record that does not walk: the decoder names the error; else a plain one."""
-    decode_window(w.buf, w.headers.head(b + 1), UNKNOWN_PARTITION, engine="auto", path=seg.log_path,
+    decode_window(w.buf, w.headers.head(b + 1), UNKNOWN_PARTITION, engine=None, path=seg.log_path,
                   verify_crc=False, max_batch_bytes=max_batch_bytes)
     raise KafkalogError(f"a record of the batch at offset {int(w.headers.baseOffset[b])} does not walk",
                         path=seg.log_path, position=int(w.headers.position[b]))

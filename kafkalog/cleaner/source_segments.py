@@ -1,6 +1,6 @@
 """The segments a cleaning round reads (Kafka's cleaner reading ``LogSegment``s): each opened with every
 batch CRC-checked and its ``.txnindex`` read, and its batches decoded a window at a time, as columns
-(``SourceWindow``: the fast engine) or one ``SourceBatch`` of records at a time (the reference engine).
+(``SourceWindow``: the compiled engine) or one ``SourceBatch`` of records at a time (the reference engine).
 
 Only magic-2 data can be cleaned here: a segment holding a v0/v1 message makes the partition
 refused (``LegacyFormatError``), never silently rewritten. Every batch is CRC-checked while the
@@ -21,7 +21,8 @@ from kafkalog.format import control_record as cr
 from kafkalog.format import record_batch as rb
 from kafkalog.format.compression import OutputBuffer
 from kafkalog.format.decoder import decode_decompressed, decode_window, decompress_batches
-from kafkalog.format.file_records import HeaderArrays, resolve_engine, scan_batches
+from kafkalog.engine import REFERENCE, resolve as resolve_engine
+from kafkalog.format.file_records import HeaderArrays, scan_batches
 from kafkalog.format.records_reference import RecordRow
 from kafkalog.index.offset_index import read_offset_index
 from kafkalog.index.transaction_index import TransactionIndex, read_transaction_index
@@ -84,7 +85,7 @@ class SourceWindow:
     value_valid: np.ndarray          # bool per record
     header_arrays: HeaderArrays = None   # the batches' headers as the segment's scan holds them
     located: Optional[tuple] = None      # (dbuf, b_src, b_start, b_end): where each batch's records lie,
-                                         # decompressed (accel engine; valid until the next window)
+                                         # decompressed (compiled engine; valid until the next window)
 
     def records_region(self, b: int):
         """(array, start, end) of batch ``b``'s (decompressed) records, None when not kept."""
@@ -179,7 +180,7 @@ def _record_rows(table) -> List[RecordRow]:
 
 
 def read_batches(segment: LogSegment, *, max_batch_bytes: int, from_position: int = 0,
-                 engine: str = "auto") -> Iterator[SourceBatch]:
+                 engine: Optional[str] = None) -> Iterator[SourceBatch]:
     """Decode the segment's batches in file order, starting at the first batch at or after
     ``from_position``, one ``SourceBatch`` (with a ``RecordRow`` per record) at a time: the reference
     engine's view of :func:`read_windows`. Raises ``LegacyFormatError`` at a v0/v1 message."""
@@ -203,10 +204,10 @@ def _valid(array) -> np.ndarray:
 
 
 def read_windows(segment: LogSegment, *, max_batch_bytes: int, from_position: int = 0,
-                 engine: str = "auto") -> Generator[SourceWindow, None, None]:
+                 engine: Optional[str] = None) -> Generator[SourceWindow, None, None]:
     """Decode the segment's batches in file order from the first batch at or after ``from_position``,
     a window of batches at a time (the format layer's decoder: the numba engine unless
-    ``engine="python"``; both give the same rows), as columns. CRCs were checked by the segment's
+    ``engine="reference"``; both give the same rows), as columns. CRCs were checked by the segment's
     scan. Raises ``LegacyFormatError`` at a v0/v1 message, after the windows before it."""
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -226,7 +227,7 @@ def read_windows(segment: LogSegment, *, max_batch_bytes: int, from_position: in
         while i < stop:
             j = min(stop, i + READ_WINDOW_BATCHES)
             located = None
-            if engine == "python":
+            if engine == REFERENCE:
                 table, consumed = decode_window(buf, h.slice(i, j), pid, engine=engine, path=segment.log_path,
                                                 verify_crc=False, max_batch_bytes=max_batch_bytes,
                                                 budget=READ_WINDOW_BYTES)

@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterator
+from typing import Iterator, Optional
 
 import numpy as np
 import pyarrow as pa
 
+from kafkalog.engine import REFERENCE, resolve as resolve_engine
 from kafkalog.errors import InvalidRecordError, KafkalogError
 from kafkalog.format import record_batch as rb
 from kafkalog.format import records_reference as ref
@@ -36,9 +37,9 @@ class BatchSlices:
     raised before any row of it is delivered (a batch is all or nothing, as in a window); iterating
     then yields the slices. Memory: the payload plus one slice. :meth:`close` frees the payload."""
 
-    def __init__(self, buf, h1: HeaderArrays, pid: TopicPartition, *, engine: str, path=None,
+    def __init__(self, buf, h1: HeaderArrays, pid: TopicPartition, *, engine: Optional[str] = None, path=None,
                  max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES, rows: int = SLICE_RECORDS):
-        self.h1, self.pid, self.engine, self.path, self.rows = h1, pid, engine, path, rows
+        self.h1, self.pid, self.engine, self.path, self.rows = h1, pid, resolve_engine(engine), path, rows
         self.buf = buf
         self.count = int(h1.recordsCount[0])
         self.position = int(h1.position[0])
@@ -80,7 +81,7 @@ class BatchSlices:
     def _slice(self, j: int) -> pa.RecordBatch:
         lo, hi = int(self.bounds[j]), int(self.bounds[j + 1])
         m = min(self.rows, self.count - j * self.rows)
-        if self.engine == "python":
+        if self.engine == REFERENCE:
             header = rb.parse_header(self.buf, self.position)
             try:
                 rows = ref.v2_records(memoryview(self.src)[lo:hi], dataclasses.replace(header, records_count=m))

@@ -6,7 +6,7 @@ lz4 blocks and zstd frames go to the C libraries that the lz4 and zstandard pack
 Kafka's producers write take this path: Kafka's own LZ4 frame header (FLG 0x60, BD 0x40), xerial or
 raw snappy, zstd frames. Anything else — another LZ4 frame descriptor, a concatenated xerial stream,
 and every error — hands the batch back to ``compression.decompress_into``, so edge cases and error
-messages stay the reference path's. ``KAFKALOG_NATIVE=0`` turns this path off (see native.py).
+messages stay the reference path's. Without the C functions (see native.py) this path is off.
 """
 from __future__ import annotations
 

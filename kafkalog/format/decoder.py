@@ -14,6 +14,7 @@ from typing import List, Optional
 import numpy as np
 import pyarrow as pa
 
+from kafkalog.engine import REFERENCE, resolve as resolve_engine
 from kafkalog.errors import InvalidRecordError, KafkalogError
 from kafkalog.format import record_batch as rb
 from kafkalog.format import records_reference as ref
@@ -356,10 +357,11 @@ def _headers_accel(buf, dbuf, b_src, counts, hdr_count, hdr_pos, nh: int, cap: i
     return pa.ListArray.from_arrays(pa.array(list_off), structs, type=HEADERS_TYPE)
 
 
-def decode_window(buf, h: HeaderArrays, pid: TopicPartition, *, engine: str, path=None, verify_crc: bool = True,
+def decode_window(buf, h: HeaderArrays, pid: TopicPartition, *, engine: Optional[str] = None, path=None, verify_crc: bool = True,
                   max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES, budget: Optional[int] = None):
-    """Decode (a prefix of) ``h``: returns (RecordBatch, number of batches consumed)."""
-    if engine == "python":
+    """Decode (a prefix of) ``h``: returns (RecordBatch, number of batches consumed). ``engine``:
+    ``kafkalog.engine``'s name, None for ``$KAFKALOG_ENGINE``."""
+    if resolve_engine(engine) == REFERENCE:
         return decode_reference(buf, h, pid, path=path, verify_crc=verify_crc, max_batch_bytes=max_batch_bytes,
                                 budget=budget)
     return decode_accel(buf, h, pid, path=path, verify_crc=verify_crc, max_batch_bytes=max_batch_bytes, budget=budget)

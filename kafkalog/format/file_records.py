@@ -3,7 +3,7 @@ CRC checks, and Kafka's recovery rule for where the valid bytes end.
 
 The walk reads each entry's offset and size, dispatches on the magic byte at +16 and jumps
 12 + size bytes. It never decompresses. Two engines produce the same arrays: a plain Python
-reference and a numba kernel (engine="accel"); tests run both.
+reference and a numba kernel (``kafkalog.engine``: reference | compiled); tests run both.
 """
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from typing import Optional
 import numpy as np
 import pyarrow as pa
 
+from kafkalog.engine import REFERENCE, resolve as resolve_engine
 from kafkalog.errors import (BatchSizeError, CorruptRecordError, CrcMismatchError, InvalidRecordError, KafkalogError,
                              TruncatedBatchError, UnknownMagicError)
 from kafkalog.format import legacy_record as legacy
@@ -175,10 +176,11 @@ def _scan_python(buf, start: int, end: int, window: int, out: HeaderArrays):
         pos += rb.LOG_OVERHEAD + size
 
 
-def scan_window(buf, start: int, end: int, window: int, out: HeaderArrays, engine: str):
+def scan_window(buf, start: int, end: int, window: int, out: HeaderArrays, engine: Optional[str] = None):
     """Walk at most ``window`` batch headers of ``buf[start:end]`` into ``out`` with ``engine``
-    ("python" or the compiled kernel): ``(headers read, status, position where the walk stopped)``."""
-    if engine == "python":
+    (``kafkalog.engine``: the Python walk or the compiled kernel): ``(headers read, status, position
+    where the walk stopped)``."""
+    if resolve_engine(engine) == REFERENCE:
         return _scan_python(buf, start, end, window, out)
     from kafkalog.format import records_accel
     arr = buf if isinstance(buf, np.ndarray) else np.frombuffer(buf, dtype=np.uint8)
@@ -186,14 +188,6 @@ def scan_window(buf, start: int, end: int, window: int, out: HeaderArrays, engin
                                       out.lastOffset, out.magic, out.attributes, out.baseTimestamp,
                                       out.maxTimestamp, out.producerId, out.producerEpoch, out.baseSequence,
                                       out.recordsCount, out.partitionLeaderEpoch, out.crc)
-
-
-def resolve_engine(engine: str) -> str:
-    if engine == "auto":
-        return "python" if os.environ.get("KAFKALOG_ENGINE") == "python" else "accel"
-    if engine not in ("python", "accel"):
-        raise ValueError(f"engine must be 'auto', 'python' or 'accel', not {engine!r}")
-    return engine
 
 
 # --- errors --------------------------------------------------------------------------------
@@ -285,7 +279,7 @@ def header_table(h: HeaderArrays, crc_valid: Optional[np.ndarray]) -> pa.Table:
 
 
 def scan_buffer(buf, *, path=None, start: int = 0, end: Optional[int] = None, verify_crc: bool = True,
-                on_corrupt: str = "raise", max_bytes: Optional[int] = None, engine: str = "auto",
+                on_corrupt: str = "raise", max_bytes: Optional[int] = None, engine: Optional[str] = None,
                 drop_pages: bool = False) -> ScanResult:
     """Walk batches in ``buf[start:end]``. ``on_corrupt``: "raise" (default) or "stop" (Kafka's recovery:
     keep the valid prefix, report the first problem in ``ScanResult.error``). ``max_bytes`` reads at
@@ -382,12 +376,12 @@ def recovery_valid_bytes(buf, *, path=None) -> tuple[int, Optional[KafkalogError
 
 
 def scan_batches(path, *, verify_crc: bool = True, on_corrupt: str = "raise", max_bytes: Optional[int] = None,
-                 engine: str = "auto") -> ScanResult:
+                 engine: Optional[str] = None) -> ScanResult:
     """Walk a .log file (or any record-set file, local or a URI) and return its batches as an Arrow table.
 
     ``path``: the file; ``verify_crc``: check each v2 batch's CRC-32C; ``on_corrupt``: ``raise`` or
     ``stop`` (keep the valid prefix, as Kafka's recovery does); ``max_bytes``: walk at most this many
-    bytes; ``engine``: ``auto``, ``python`` or ``accel``. The result's ``batches`` is one row per batch
+    bytes; ``engine``: ``kafkalog.engine``'s ``reference`` or ``compiled`` (None: ``$KAFKALOG_ENGINE``). The result's ``batches`` is one row per batch
     header, ``valid_bytes`` where the walk ended.
 
     Example::

@@ -4,7 +4,9 @@ backend, or the system libzstd) and CRC-32C (the crc32c package). Kernels call t
 integers, so they release the GIL and need no Python call per batch.
 
 Nothing here is required: a function that is not found (another build of a package, another
-platform) is 0, and callers take their pure-Python path. ``KAFKALOG_NATIVE=0`` turns all of it off.
+platform) is 0, and callers take their pure-Python path. Whether the compiled engine calls them is
+its own detail (found: used); there is no switch. Tests that want the compiled engine without them
+replace :func:`look_up` (then :func:`reset_native_functions`).
 Every function found is checked on known input before it is used.
 """
 from __future__ import annotations
@@ -44,7 +46,7 @@ class NativeFunctions:
     zstd_free_cctx: int = 0
     zstd_cctx_set_parameter: int = 0      # size_t (ZSTD_CCtx*, ZSTD_cParameter, int)
     sources: tuple = ()                   # (what, file) pairs, for diagnostics
-    enabled: bool = False                 # false when KAFKALOG_NATIVE=0: kernels leave every codec to Python
+    enabled: bool = False                 # false when nothing was looked up: kernels leave every codec to Python
 
 
 def _extension_file(module: str) -> Optional[str]:
@@ -179,30 +181,34 @@ _LOCK = threading.Lock()
 
 
 def native_functions() -> NativeFunctions:
-    """What this process can call (looked up once); nothing when KAFKALOG_NATIVE=0."""
+    """What this process can call (:func:`look_up`, once)."""
     global _FOUND
     with _LOCK:
         if _FOUND is None:
-            if os.environ.get("KAFKALOG_NATIVE", "1") == "0" or ctypes.sizeof(ctypes.c_size_t) != 8:
-                # (the kernels lay out zstd's buffer structs and pass addresses as 64-bit words)
-                _FOUND = NativeFunctions()
-            else:
-                lz4, lz4_path = _lz4()
-                stream, reset, is_error, create, free, zstd_path = _zstd()
-                crc, crc_path = _crc32c()
-                _FOUND = NativeFunctions(lz4, stream, reset, is_error, create, free, crc,
-                                         **dict(zip(("lz4_reset_stream", "lz4_compress_fast_continue"),
-                                                    _lz4_compress() if lz4 else (0, 0))),
-                                         **dict(zip(("zstd_compress_stream2", "zstd_cctx_reset", "zstd_create_cctx",
-                                                     "zstd_free_cctx", "zstd_cctx_set_parameter"),
-                                                    _zstd_compress() if stream else (0,) * 5)),
-                                         sources=(("lz4", lz4_path), ("zstd", zstd_path), ("crc32c", crc_path)),
-                                         enabled=True)
+            _FOUND = look_up()
         return _FOUND
 
 
+def look_up() -> NativeFunctions:
+    """Find the C functions of the installed packages (nothing on a platform whose addresses are not
+    64-bit: the kernels lay out zstd's buffer structs and pass addresses as 64-bit words)."""
+    if ctypes.sizeof(ctypes.c_size_t) != 8:
+        return NativeFunctions()
+    lz4, lz4_path = _lz4()
+    stream, reset, is_error, create, free, zstd_path = _zstd()
+    crc, crc_path = _crc32c()
+    return NativeFunctions(lz4, stream, reset, is_error, create, free, crc,
+                           **dict(zip(("lz4_reset_stream", "lz4_compress_fast_continue"),
+                                      _lz4_compress() if lz4 else (0, 0))),
+                           **dict(zip(("zstd_compress_stream2", "zstd_cctx_reset", "zstd_create_cctx",
+                                       "zstd_free_cctx", "zstd_cctx_set_parameter"),
+                                      _zstd_compress() if stream else (0,) * 5)),
+                           sources=(("lz4", lz4_path), ("zstd", zstd_path), ("crc32c", crc_path)),
+                           enabled=True)
+
+
 def reset_native_functions() -> None:
-    """Look again on the next call (tests flip KAFKALOG_NATIVE)."""
+    """Look again on the next call (tests that replace :func:`look_up`)."""
     global _FOUND
     with _LOCK:
         _FOUND = None

@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from kafkalog.fs import filesystem
 from kafkalog.fs.durable import replace_file
+from kafkalog.engine import REFERENCE, resolve as resolve_engine
 from kafkalog.errors import InvalidFileNameError, KafkalogError, OutOfMemoryError
 from kafkalog.format import compression as codecs, legacy_record as legacy, record_batch as rb
 from kafkalog.format.compression import release_frames
@@ -27,7 +28,7 @@ from kafkalog.format.batch_slices import BatchSlices, needs_slicing
 from kafkalog.format.decoder import decode_window
 from kafkalog.topic_partition import UNKNOWN_PARTITION, TopicPartition
 from kafkalog.format.file_records import (OK_END, OK_WINDOW, HeaderArrays, check_crcs, crc_error,
-                                          resolve_engine, scan_buffer, scan_window, walk_error)
+                                          scan_buffer, scan_window, walk_error)
 from kafkalog.format.schema import RECORD_SCHEMA
 
 DEFAULT_WINDOW_BYTES = 16 << 20       # file bytes walked per window; decoded data per RecordBatch is bounded too
@@ -63,7 +64,7 @@ class ReadOptions:
     on_corrupt: str = "raise"         # or "stop": keep the valid prefix, as Kafka's recovery does
     max_batch_bytes: int = codecs.DEFAULT_MAX_BATCH_BYTES
     window_bytes: int = DEFAULT_WINDOW_BYTES
-    engine: str = "auto"              # "python" (reference) or "accel" (numba)
+    engine: Optional[str] = None      # kafkalog.engine: "reference" | "compiled" (None: $KAFKALOG_ENGINE)
     threads: int = 0                  # windows decoded at once; 0 = one per core (at most 4)
 
     def __post_init__(self):
@@ -150,7 +151,7 @@ class SegmentReader:
                 hint="stream it with iter_segment (bounded RecordBatches), or give the process more memory")
 
     def _threads(self, engine: str) -> int:
-        if engine == "python":
+        if engine == REFERENCE:
             return 1
         return self.options.threads or max(1, min(4, os.cpu_count() or 1))
 
@@ -338,7 +339,7 @@ def read_segment(path, *, topic: Optional[str] = None, partition: Optional[int] 
 
     ``path``: the .log (or a URI); ``topic``/``partition``: the columns' values (default: from the
     folder's name). Options: verify_crc (True), on_corrupt ("raise" | "stop"), max_batch_bytes,
-    window_bytes, engine ("auto" | "python" | "accel").
+    window_bytes, engine (``kafkalog.engine``: "reference" | "compiled"; None takes ``$KAFKALOG_ENGINE``).
 
     Example::
 
@@ -496,7 +497,7 @@ def write_segment(directory, records: pa.Table, *, compression=None, magic: int 
     directory.mkdir(parents=True, exist_ok=True)
     data = encode_records(records, compression=compression, magic=magic, batch_bytes=batch_bytes,
                           keep_batches=keep_batches, timestamp_type=timestamp_type)
-    scan = scan_buffer(np.frombuffer(data, dtype=np.uint8), verify_crc=True, engine="auto")
+    scan = scan_buffer(np.frombuffer(data, dtype=np.uint8), verify_crc=True, engine=None)
     if base_offset is None:
         if records.num_rows == 0:
             raise ValueError("an empty segment needs an explicit base_offset")

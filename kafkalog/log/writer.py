@@ -123,7 +123,7 @@ def write_partition(log_dir, topic: str, partition: int, records: pa.Table, *, c
     records = sort_by_offset(records)
     data = encode_records(records, compression=compression, batch_bytes=batch_bytes)
     buf = np.frombuffer(data, dtype=np.uint8)
-    b = scan_buffer(buf, verify_crc=False, engine="auto").batches
+    b = scan_buffer(buf, verify_crc=False, engine=None).batches
     positions, sizes = b.column("position").to_numpy(), b.column("size").to_numpy().astype(np.int64)
     bases, lasts = b.column("baseOffset").to_numpy(), b.column("lastOffset").to_numpy()
     max_ts = b.column("maxTimestamp").to_numpy()

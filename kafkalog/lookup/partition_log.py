@@ -58,7 +58,8 @@ from kafkalog.errors import CorruptIndexError, CorruptRecordError, KafkalogError
 from kafkalog.format.compression import DEFAULT_MAX_BATCH_BYTES
 from kafkalog.format.decoder import decode_window
 from kafkalog.format.record_stamps import batch_stamps
-from kafkalog.format.file_records import HeaderArrays, check_crcs, crc_error, resolve_engine
+from kafkalog.engine import REFERENCE, resolve as resolve_engine
+from kafkalog.format.file_records import HeaderArrays, check_crcs, crc_error
 from kafkalog.index.builder import DEFAULT_INDEX_INTERVAL_BYTES, build_indexes
 from kafkalog.index.offset_index import OffsetIndex, empty_offset_index, read_offset_index
 from kafkalog.index.time_index import TimeIndex, empty_time_index, read_time_index
@@ -94,7 +95,7 @@ class PartitionLog:
     """
 
     def __init__(self, path: PathLike, *, log_dir: Optional[PathLike] = None,
-                 topic_partition: Optional[TopicPartition] = None, engine: str = "auto",
+                 topic_partition: Optional[TopicPartition] = None, engine: Optional[str] = None,
                  index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES):
         self.path = Path(path)
         listing = scan_partition_dir(self.path, log_dir=log_dir, topic_partition=topic_partition)
@@ -490,9 +491,9 @@ class PartitionLog:
 
     def _stamps(self, seg: LogSegment, w: Window, j: int) -> Tuple[np.ndarray, np.ndarray]:
         """(offsets, timestamps) of batch j's records: the light record walk for v2 batches with
-        the accel engine, else (legacy data, the python engine, or anything malformed, to get the
+        the compiled engine, else (legacy data, the reference engine, or anything malformed, to get the
         decoder's precise error) the full record decoder."""
-        if self.engine != "python" and int(w.h.magic[j]) == 2:
+        if self.engine != REFERENCE and int(w.h.magic[j]) == 2:
             found = batch_stamps(w.buf, int(w.h.position[j]), max_batch_bytes=DEFAULT_MAX_BATCH_BYTES)
             if found is not None:
                 return found

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from kafkalog.cleaner import cleaner as cleaner_mod, fast_filter, plan_partition
+from kafkalog.cleaner import cleaner as cleaner_mod, filter_to, plan_partition
 from kafkalog.cleaner.key_map import NOT_FOUND
 from kafkalog.format import record_batch as rb
 from kafkalog.format.compression import decompress
@@ -26,6 +26,7 @@ from cleaner_model import DAY, T0, clean, data, example_log, log_config, marker,
 from test_cleaner_properties import build, op
 
 CODECS = [0, 1, 2, 3, 4]
+_REWRITE_BATCH = filter_to.rewrite_batch
 
 
 # --- the writer: kernel vs encode_batch ---------------------------------------------------------
@@ -143,7 +144,7 @@ def test_writer_defers_to_the_reference_on_non_canonical_records(fields):
     assert _fast_rewrite(raw, h, rows, [False, True], T0 + DAY) == _reference_rewrite(h, rows, [False, True], T0 + DAY)
 
 
-# --- whole rounds: engine "fast" vs "reference" ----------------------------------------------
+# --- whole rounds: engine "compiled" vs "reference" -------------------------------------------
 
 def _files(d: Path) -> dict:
     out = {p.name: p.read_bytes() for p in sorted(d.iterdir())}
@@ -158,22 +159,22 @@ def _round(src: Path, work: Path, engine: str, monkeypatch, *, accel_writer=True
     """One round; ``tiny_map``: the fast engine's map gets the smallest budget (a dozen keys), so
     most logs take several hash-slice passes; ``weak_hash``: every key hashed by its length."""
     shutil.copytree(src, work)
-    monkeypatch.setattr(cleaner_mod, "ENGINE", engine)
-    monkeypatch.setattr(fast_filter, "USE_ACCEL_WRITER", accel_writer)
+    # accel_writer=False: the numba writer declines every batch, so the reference writer writes them
+    monkeypatch.setattr(filter_to, "rewrite_batch", _REWRITE_BATCH if accel_writer else (lambda *a, **k: None))
     monkeypatch.setattr(cleaner_mod, "KEY_HASH_WEAK", weak_hash)
     d = next(p for p in sorted(work.iterdir()) if p.is_dir())          # the partition folder
     now = kw.pop("now")
-    res = clean(d, now, map_budget_bytes=1 if tiny_map else None, **kw)
+    res = clean(d, now, map_budget_bytes=1 if tiny_map else None, engine=engine, **kw)
     return res, _files(d), (res.map_stats.passes if res.map_stats else None)
 
 
 def _same_round(src_dir: Path, tmp: Path, monkeypatch, **kw):
     results = {}
-    for name, engine, accel in (("ref", "reference", True), ("fast", "fast", True), ("fastref", "fast", False)):
+    for name, engine, accel in (("ref", "reference", True), ("fast", "compiled", True), ("fastref", "compiled", False)):
         results[name] = _round(src_dir, tmp / name, engine, monkeypatch, accel_writer=accel, **dict(kw))
     ref_res, ref_files, _ = results["ref"]
     if kw.get("record_decisions"):       # the compiled recopy (filter_to) runs only when no reasons are asked
-        res, files, _ = _round(src_dir, tmp / "compiled", "fast", monkeypatch, **dict(kw, record_decisions=False))
+        res, files, _ = _round(src_dir, tmp / "compiled", "compiled", monkeypatch, **dict(kw, record_decisions=False))
         assert res.error == ref_res.error and files == ref_files and res.counts == ref_res.counts
         assert [g.counts for g in res.groups] == [g.counts for g in ref_res.groups]
     for name in ("fast", "fastref"):

@@ -1,7 +1,7 @@
 """The compiled recopy (``cleaner.filter_to``) and the C encoders it writes with: byte for byte what
 the reference writers give (``compression.compress``, ``record_batch.encode_batch`` through the
 cleaner's reference engine), and the compiled path really taken on plain windows, handing every
-other window to ``fast_filter.filter_window``."""
+other window to ``filter_to.filter_window``."""
 from __future__ import annotations
 
 import shutil
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafkalog.cleaner import cleaner as cleaner_mod, filter_to
+from kafkalog.cleaner import filter_to
 from kafkalog.format import compression as C
 from kafkalog.format import record_batch as rb
 from kafkalog.format import compression_accel as ca
@@ -90,11 +90,10 @@ def _compiled_windows(monkeypatch) -> list:
 def _both(src: Path, tmp: Path, monkeypatch, now: int, **kw):
     """The reference engine and the compiled recopy on copies of ``src``: same files and counts."""
     out = {}
-    for name, engine in (("ref", "reference"), ("compiled", "fast")):
+    for name, engine in (("ref", "reference"), ("compiled", "compiled")):
         shutil.copytree(src, tmp / name)
-        monkeypatch.setattr(cleaner_mod, "ENGINE", engine)
         d = next(p for p in sorted((tmp / name).iterdir()) if p.is_dir())
-        out[name] = (clean(d, now, record_decisions=False, **kw), _files(d))
+        out[name] = (clean(d, now, record_decisions=False, engine=engine, **kw), _files(d))
     (ref, ref_files), (got, files) = out["ref"], out["compiled"]
     assert files == ref_files
     assert got.counts == ref.counts
@@ -374,9 +373,8 @@ def test_a_batch_with_a_horizon_keeps_it_as_its_base(tmp_path, monkeypatch, code
     """A second round: the batch stamped in the first keeps its horizon as base timestamp (before
     it passes: its tombstone stays) while more of its records go."""
     src = _odd_log(tmp_path / "one", codec, None, -1, [b"e", b"f"])
-    monkeypatch.setattr(cleaner_mod, "ENGINE", "reference")
     d = src / "compacted-0"
-    assert clean(d, T0 + 10 * DAY, record_decisions=False).counts.horizons_stamped == 1
+    assert clean(d, T0 + 10 * DAY, record_decisions=False, engine="reference").counts.horizons_stamped == 1
     from kafkalog.fs.names import format_segment_file_name
     seg = d / format_segment_file_name(8, "log")            # the active segment, rolled; then a new one
     seg.write_bytes(seg.read_bytes() + _raw_batch(9, [(b"b", b"again")], codec))

@@ -36,16 +36,15 @@ def _keys_log(n_keys: int, rounds: int, *, key_len: int = 12, per_batch: int = 5
     return [batches, [data(leo, [(b"active", b"x")])]]
 
 
-def _round(tmp_path, name, segments, monkeypatch, *, engine="fast", weak=False, budget=None):
+def _round(tmp_path, name, segments, monkeypatch, *, engine="compiled", weak=False, budget=None):
     src = tmp_path / "src"
     if not src.exists():
         write_partition(src, segments)
     work = tmp_path / name
     shutil.copytree(src, work)
-    monkeypatch.setattr(cleaner_mod, "ENGINE", engine)
     monkeypatch.setattr(cleaner_mod, "KEY_HASH_WEAK", weak)
     d = next(p for p in sorted(work.iterdir()) if p.is_dir())
-    res = clean(d, T0 + 10 * DAY, map_budget_bytes=budget)
+    res = clean(d, T0 + 10 * DAY, map_budget_bytes=budget, engine=engine)
     assert res.error is None and res.cleaned
     return res, _files(d)
 

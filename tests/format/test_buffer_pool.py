@@ -160,13 +160,13 @@ def test_tables_stay_intact_while_later_reads_reuse_freed_memory(tmp_path, monke
     p = BufferPool()
     monkeypatch.setattr(record_columns, "OUTPUT_POOL", p)
     rows = 60_000
-    first = read_segment(_log(tmp_path / "a-0", rows, b"a"), engine="accel", threads=1)
+    first = read_segment(_log(tmp_path / "a-0", rows, b"a"), engine="compiled", threads=1)
     kept = first.column("value").slice(rows - 10)          # a slice pins its whole buffer
     expected = kept.to_pylist()
     del first
     other = _log(tmp_path / "b-0", rows, b"b")
     for _ in range(4):
-        again = read_segment(other, engine="accel", threads=1)
+        again = read_segment(other, engine="compiled", threads=1)
         assert again.column("value").to_pylist()[-1] == b"%07d" % (rows - 1) + b"b" * 25
         del again
         gc.collect()

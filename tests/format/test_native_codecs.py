@@ -1,7 +1,8 @@
 """The native window path (format.native + compression_accel + the CRC kernel) against the
 reference codecs: same tables, same windows, same errors, for every framing Kafka's producers write
-and for the unusual ones it hands back. Three readers are compared: the accel engine with native
-functions, the accel engine without them (KAFKALOG_NATIVE=0) and the python engine."""
+and for the unusual ones it hands back. Three readers are compared: the compiled engine with native
+functions, the compiled engine without them (``native.look_up`` replaced: none found) and the
+reference engine."""
 from __future__ import annotations
 
 import os
@@ -31,14 +32,14 @@ NATIVE_PLATFORM = sys.platform == "linux" and platform.machine() in ("x86_64", "
 
 @pytest.fixture
 def without_native(monkeypatch):
+    """The compiled engine as on a platform where no C function is found: ``switch(True)``."""
+    real = native.look_up
+
     def switch(off: bool):
-        if off:
-            monkeypatch.setenv("KAFKALOG_NATIVE", "0")
-        else:
-            monkeypatch.delenv("KAFKALOG_NATIVE", raising=False)
+        monkeypatch.setattr(native, "look_up", native.NativeFunctions if off else real)
         native.reset_native_functions()
     yield switch
-    monkeypatch.delenv("KAFKALOG_NATIVE", raising=False)
+    monkeypatch.setattr(native, "look_up", real)
     native.reset_native_functions()
 
 
@@ -79,11 +80,11 @@ def _write(tmp_path, data: bytes, name="topic-0"):
 def _three_ways(path, without_native, **options):
     """(batches with native, batches without, python engine's table)."""
     without_native(False)
-    fast = list(segment.iter_segment(path, engine="accel", **options))
+    fast = list(segment.iter_segment(path, engine="compiled", **options))
     without_native(True)
-    slow = list(segment.iter_segment(path, engine="accel", **options))
+    slow = list(segment.iter_segment(path, engine="compiled", **options))
     without_native(False)
-    ref = segment.read_segment(path, engine="python", **options)
+    ref = segment.read_segment(path, engine="reference", **options)
     return fast, slow, ref
 
 
@@ -241,12 +242,12 @@ def test_errors_are_the_reference_errors(tmp_path, without_native, codec, how):
     for off in (False, True):
         without_native(off)
         try:
-            segment.read_segment(path, engine="accel", **options)
+            segment.read_segment(path, engine="compiled", **options)
         except errors.KafkalogError as e:
             raised.append((type(e), str(e), e.position))
         else:
             raised.append(None)
-        reader = segment.SegmentReader(path, segment.ReadOptions(on_corrupt="stop", engine="accel", **options))
+        reader = segment.SegmentReader(path, segment.ReadOptions(on_corrupt="stop", engine="compiled", **options))
         assert sum(b.num_rows for b in reader) in (20, 220) and reader.valid_bytes in (len(good), len(good + bad))
     assert raised[0] == raised[1], raised
     if how != "truncated" or codec != codecs.SNAPPY:
@@ -308,7 +309,7 @@ def test_corrupt_payloads_never_crash_and_match_the_reference(tmp_path_factory, 
     for off in (False, True):
         without_native(off)
         try:
-            outcomes.append(("rows", segment.read_segment(path, engine="accel")))
+            outcomes.append(("rows", segment.read_segment(path, engine="compiled")))
         except errors.KafkalogError as e:
             outcomes.append(("error", type(e), str(e), e.position))
     if outcomes[0][0] == "rows" and outcomes[1][0] == "rows":
@@ -317,7 +318,7 @@ def test_corrupt_payloads_never_crash_and_match_the_reference(tmp_path_factory, 
         assert outcomes[0] == outcomes[1]
 
 
-def _outcome(path, engine="accel", **options):
+def _outcome(path, engine="compiled", **options):
     try:
         return ("rows", segment.read_segment(path, engine=engine, **options).to_pylist())
     except errors.KafkalogError as e:
@@ -342,7 +343,7 @@ def test_zstd_payload_without_output_raises_the_reference_error(tmp_path, withou
     fast = _outcome(path)
     without_native(True)
     slow = _outcome(path)
-    ref = _outcome(path, engine="python")
+    ref = _outcome(path, engine="reference")
     assert slow == ref
     assert fast == ref
 
@@ -389,7 +390,7 @@ def test_lz4_stored_block_of_size_zero_is_the_end_mark_like_kafka(tmp_path, with
     path = _write(tmp_path, _with_payload(recs, codecs.LZ4, payload))
     expected = segment.read_segment(_write(tmp_path, rb.encode_batch(recs, codec=codecs.LZ4), name="good-0"))
     without_native(False)
-    table = segment.read_segment(path, engine="accel")
+    table = segment.read_segment(path, engine="compiled")
     assert table.column("value").equals(expected.column("value"))
     assert table.num_rows == 20
 
@@ -402,14 +403,14 @@ def test_xerial_stream_version_below_1_is_rejected_like_snappy_java(tmp_path, wi
     good = codecs.compress(codecs.SNAPPY, _region(recs))
     payload = codecs.XERIAL_MAGIC + struct.pack(">ii", 0, 0) + good[codecs.XERIAL_HEADER_SIZE:]
     path = _write(tmp_path, _with_payload(recs, codecs.SNAPPY, payload))
-    for engine in ("accel", "python"):
+    for engine in ("compiled", "reference"):
         without_native(False)
         with pytest.raises(errors.DecompressionError, match="version 0"):
             segment.read_segment(path, engine=engine)
 
 
-def test_kafkalog_native_0_hands_snappy_to_the_reference_codec(tmp_path, without_native, monkeypatch):
-    """(review) KAFKALOG_NATIVE=0 left the numba snappy decoder on, so the "without native" leg of
+def test_without_native_functions_snappy_goes_to_the_reference_codec(tmp_path, without_native, monkeypatch):
+    """(review) Without the native functions (then: KAFKALOG_NATIVE=0) the numba snappy decoder stayed on, so the "without native" leg of
     these tests checked the same snappy code as the "with native" one."""
     from kafkalog.format import decoder
 
@@ -423,7 +424,7 @@ def test_kafkalog_native_0_hands_snappy_to_the_reference_codec(tmp_path, without
     monkeypatch.setattr(decoder, "decompress_into", counting)
     path = _write(tmp_path, rb.encode_batch(_records(20), codec=codecs.SNAPPY))
     without_native(True)
-    assert segment.read_segment(path, engine="accel").num_rows == 20
+    assert segment.read_segment(path, engine="compiled").num_rows == 20
     assert calls == [codecs.SNAPPY]
 
 
@@ -437,7 +438,7 @@ def test_truncated_zstd_frame_is_an_error_like_zstd_jni(tmp_path, without_native
             for i in range(100)]
     payload = codecs.compress(codecs.ZSTD, _region(recs))
     path = _write(tmp_path, _with_payload(recs, codecs.ZSTD, payload[:-cut]))
-    for engine, off in (("accel", False), ("accel", True), ("python", False)):
+    for engine, off in (("compiled", False), ("compiled", True), ("reference", False)):
         without_native(off)
         with pytest.raises(errors.DecompressionError, match="truncated source|no complete frame") as e:
             segment.read_segment(path, engine=engine)

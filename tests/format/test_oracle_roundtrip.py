@@ -88,7 +88,7 @@ def test_kafka_python_reads_what_we_write(tmp_path, magic, codec):
     if magic == 2:
         assert [r["headers"] for r in theirs] == [list(h) for *_, h in recs]
     # and we read our own output back identically with both engines
-    for engine in ("python", "accel"):
+    for engine in ("reference", "compiled"):
         again = segment.read_segment(log, engine=engine)
         assert again.column("offset").to_pylist() == list(range(50, 350))
         assert again.column("value").to_pylist() == [v for _, _, v, _ in recs]

@@ -98,8 +98,8 @@ def test_batches_round_trip_and_engines_agree(tmp_path_factory, batches, codec, 
         records += [(r, ts_max if log_append else r.timestamp) for r in recs]
     log = d / "00000000000000000000.log"
     log.write_bytes(b"".join(blobs))
-    a = segment.read_segment(log, engine="python")
-    b = segment.read_segment(log, engine="accel", window_bytes=512)   # small windows: many RecordBatches
+    a = segment.read_segment(log, engine="reference")
+    b = segment.read_segment(log, engine="compiled", window_bytes=512)   # small windows: many RecordBatches
     assert a.equals(b)
     assert a.column("offset").to_pylist() == [r.offset for r, _ in records]
     assert a.column("timestamp").cast(pa.int64()).to_pylist() == [t for _, t in records]
@@ -131,7 +131,7 @@ def test_engines_agree_on_mutated_bytes(tmp_path_factory, spec, codec, flips, ve
     log = tmp_path_factory.mktemp("mut") / "00000000000000000000.log"
     log.write_bytes(bytes(data))
     outcomes = []
-    for engine in ("python", "accel"):
+    for engine in ("reference", "compiled"):
         try:
             outcomes.append(("ok", segment.read_segment(log, engine=engine, verify_crc=verify_crc)))
         except KafkalogError as e:
@@ -172,8 +172,8 @@ def test_batch_columns_constant_or_varying_within_a_window(tmp_path_factory, bat
         expected += [fields] * len(recs)
     log = d / "00000000000000000000.log"
     log.write_bytes(b"".join(blobs))
-    a = segment.read_segment(log, engine="python")
-    b = segment.read_segment(log, engine="accel")                      # one window holds every batch
+    a = segment.read_segment(log, engine="reference")
+    b = segment.read_segment(log, engine="compiled")                      # one window holds every batch
     assert a.equals(b)
     assert b.column("codec").to_pylist() == [f["codec"] for f in expected]
     assert b.column("timestampType").to_pylist() == [f["timestamp_type"] for f in expected]
@@ -214,7 +214,7 @@ def test_constant_batch_columns_share_one_buffer_across_windows(tmp_path):
     log.write_bytes(b"".join(rb.encode_batch(recs[i:i + 20], partition_leader_epoch=5, codec=3)
                              for i in range(0, 400, 20)))
     REPEATS.clear()      # from empty, so that the decode threads race to make each array
-    t = segment.read_segment(log, engine="accel", window_bytes=2048)
+    t = segment.read_segment(log, engine="compiled", window_bytes=2048)
     assert t.column("magic").num_chunks > 2
     for name in ("magic", "codec", "producerId", "partitionLeaderEpoch", "timestampType", "deleteHorizonMs"):
         addresses = {chunk.buffers()[1].address for chunk in t.column(name).chunks}
@@ -235,10 +235,10 @@ def test_keys_and_values_of_a_window_share_one_allocation(tmp_path, codec):
     recs = [rb.V2Record(i, 1000 + i, b"key-%06d" % i, b"value-%d-" % i + b"x" * (i % 90)) for i in range(20000)]
     log = d / "00000000000000000000.log"
     log.write_bytes(b"".join(rb.encode_batch(recs[i:i + 100], codec=codec) for i in range(0, 20000, 100)))
-    segment.read_segment(log, engine="accel", window_bytes=256 << 10)       # workspaces and caches warm
+    segment.read_segment(log, engine="compiled", window_bytes=256 << 10)       # workspaces and caches warm
     pool = pa.default_memory_pool()
     before = pool.total_bytes_allocated()
-    t = segment.read_segment(log, engine="accel", window_bytes=256 << 10)
+    t = segment.read_segment(log, engine="compiled", window_bytes=256 << 10)
     allocated = pool.total_bytes_allocated() - before
     assert t.column("key").num_chunks > 2
     for k, v in zip(t.column("key").chunks, t.column("value").chunks):

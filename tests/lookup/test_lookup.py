@@ -239,7 +239,7 @@ SETTINGS = settings(max_examples=70, deadline=None,
 
 
 @SETTINGS
-@given(p=partitions(), engine=st.sampled_from(["python", "accel"]),
+@given(p=partitions(), engine=st.sampled_from(["reference", "compiled"]),
        isolation=st.sampled_from(["log_end", "high_watermark"]))
 def test_lookups_agree_with_kafka_rule_and_brute_force(tmp_path_factory, p, engine, isolation):
     d = write_partition(tmp_path_factory.mktemp("logdir"), p)
@@ -267,7 +267,7 @@ def test_lookups_agree_with_kafka_rule_and_brute_force(tmp_path_factory, p, engi
 
 
 @SETTINGS
-@given(p=partitions(), engine=st.sampled_from(["python", "accel"]))
+@given(p=partitions(), engine=st.sampled_from(["reference", "compiled"]))
 def test_translate_offset_and_read_records_agree_with_a_scan(tmp_path_factory, p, engine):
     d = write_partition(tmp_path_factory.mktemp("logdir"), p)
     batches = [(i, b) for i, s in enumerate(p.segments) for b in s.batches]

@@ -107,7 +107,7 @@ def test_gzip_and_xerial_trailers_end_the_stream_as_java_does():
     assert codecs.decompress(codecs.SNAPPY, sn + codecs.XERIAL_MAGIC[:4] + b"junk") == data
 
 
-@pytest.mark.parametrize("engine,magic", [("python", 2), ("accel", 2), ("python", 1), ("accel", 1)])
+@pytest.mark.parametrize("engine,magic", [("reference", 2), ("compiled", 2), ("reference", 1), ("compiled", 1)])
 def test_decoded_record_batches_stay_within_the_window(tmp_path, engine, magic):
     """Compressed batches that expand a lot: each RecordBatch holds about one window of data."""
     value = b"\x00" * (2 << 20)

@@ -36,7 +36,7 @@ def test_warm_fills_the_cache_the_jobs_read(warmed):
     assert f"compiled into {cache}" in stderr
     names = {p.name.split("-")[0] for p in cache.rglob("*.nbi")}
     assert {"key_walk.walk_keys_kernel", "key_map.grow_kernel", "key_map.clear_kernel",
-            "filter_to.filter_window_kernel", "records_accel.decode_v2_kernel"} <= names
+            "filter_to_kernel.filter_window_kernel", "records_accel.decode_v2_kernel"} <= names
 
 
 def test_the_cli_reads_the_cache_the_warm_up_fills(monkeypatch):

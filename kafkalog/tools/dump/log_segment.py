@@ -279,7 +279,7 @@ def bulk_huge_batch(run: DumpRun, path: str, mv, b: BatchView, s: FileSummary, s
     o = run.options
     h = header_arrays([b])
     try:
-        slices = BatchSlices(np.frombuffer(mv, np.uint8), h, UNKNOWN_PARTITION, engine="accel", path=path,
+        slices = BatchSlices(np.frombuffer(mv, np.uint8), h, UNKNOWN_PARTITION, engine=None, path=path,
                              max_batch_bytes=o.max_batch_bytes, rows=BULK_SLICE_RECORDS)
     except KafkalogError:
         yield from one_batch(run, path, mv, b, s, state)
