@@ -114,16 +114,6 @@ def test_the_readme_and_docs_snippets_import_only_top_level_names():
     assert checked >= 1
 
 
-def test_the_readme_first_snippet_runs(tmp_path, monkeypatch):
-    """The README's first Python snippet runs as written on the demo data (the issue's NameError: path)."""
-    from kafkalog.tools.demo import generate_demo_log_dir
-    generate_demo_log_dir(tmp_path / "demo-logs", partitions=1, records=6000)
-    monkeypatch.chdir(tmp_path)
-    snippet = python_snippets((REPO / "README.md").read_text(encoding="utf-8"))[0]
-    exec(compile(snippet, "README.md", "exec"), {})
-    assert list((tmp_path / "out" / "orders-3").glob("*.log"))
-
-
 def test_import_kafkalog_is_cheap():
     """``import kafkalog`` loads neither numba nor pyarrow; the first verb does."""
     code = ("import sys, kafkalog; heavy = [m for m in ('numba', 'pyarrow', 'numpy') if m in sys.modules]; "

@@ -22,7 +22,9 @@ MAX_MODULE_LINES = 600
 LAYERS: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
     # the I/O floor: errors, Java's integer ranges, the partition name, file names / paths / URIs /
     # durable writes / the .lock
-    ("floor", ("kafkalog.errors", "kafkalog.java_types", "kafkalog.topic_partition", "kafkalog.fs")),
+    # the engine switch (reference | compiled) every engine reads; report rows typed once for Arrow
+    ("floor", ("kafkalog.errors", "kafkalog.java_types", "kafkalog.topic_partition", "kafkalog.fs",
+               "kafkalog.engine", "kafkalog.row_types")),
     # Kafka's bytes <-> Arrow: record batches, and the small text files beside the segments
     ("bytes", ("kafkalog.format", "kafkalog.checkpoint")),
     ("index", ("kafkalog.index",)),

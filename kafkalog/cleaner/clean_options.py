@@ -41,6 +41,13 @@ class CleanOptions:
         / ``log.cleaner.threads``).
     :param engine: ``"reference"`` or ``"compiled"``; None: the ``KAFKALOG_ENGINE`` environment
         variable's (default compiled).
+
+    Example::
+
+        import kafkalog
+        options = kafkalog.CleanOptions(dry_run=True, map_budget_bytes=64 << 20, engine="reference")
+        config = kafkalog.configs_from_mappings(topics={"orders": {"cleanup.policy": "compact"}}).for_topic("orders")
+        result = kafkalog.clean_partition("logs/orders-0", config=config, now_ms=1767841200000, options=options)
     """
 
     dry_run: bool = False
