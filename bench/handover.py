@@ -8,8 +8,8 @@ Readers (each on a DataFrame loaded for it, ``groupBy(partition).agg(max(offset)
 * ``narrow``: the same plan and tasks, but only ``partition, offset, value`` handed to the JVM — what
   column pruning would buy (PySpark 4.2's ``DataSourceReader`` has no column pruning: ``reader(schema)``
   gets the full schema whatever the query uses, so the source cannot do this itself);
-* ``decode``: ``kafkalog``'s tasks, decoded and shaped in the Python worker but each task hands the JVM
-  one empty batch: the Python side's cost by itself.
+* ``decode``: ``kafkalog``'s tasks, decoded and shaped in the Python worker, and each task hands the JVM
+  no rows: the Python side's cost by itself.
 
     python -m bench.handover [--records 1000000] [--repeat 3]
 """
