@@ -34,8 +34,9 @@ def real_fixtures() -> Path:
 # launcher adds SPARK_SUBMIT_OPTS to the driver JVM it starts and the subprocesses inherit the environment.
 # Test JVMs live seconds to minutes on 2 cores: C1 alone (TieredStopAtLevel=1) and the serial collector spare
 # the CPU that C2's compiler threads and G1's threads take from the work, and -Dspark.ui.enabled=false (read
-# from system properties by SparkConf) skips the web UI's Jetty start in the spark-submit runs. Measured on
-# test_interrupts.py (three spark-submit runs): 57.8 s -> 47.3 s CPU. A value set by the caller wins.
+# from system properties by SparkConf) skips the web UI's Jetty start in the spark-submit runs. Measured (the
+# machine shared): a session start plus a small groupBy, CPU of the Spark JVM itself (/proc/PID/stat), 23.5 s
+# -> 10.8 s; test_interrupts.py (three spark-submit runs) 476 s -> 412 s wall. A value set by the caller wins.
 os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Dspark.ui.enabled=false")
 
 # One SparkSession (local[2]) for every Spark test, built the way the jobs build theirs, with Spark's own
