@@ -7,7 +7,9 @@ a broker that cannot start is a failure with its log's tail, never a silent skip
 """
 from __future__ import annotations
 
+import base64
 import os
+import uuid
 from pathlib import Path
 from typing import Iterator, List
 
@@ -31,6 +33,16 @@ def start_or_unavailable(broker: KafkaBroker) -> KafkaBroker:
         raise  # unreachable
 
 
+def new_cluster_id() -> str:
+    """A cluster id as ``StorageTool random-uuid`` prints it (Kafka's ``Uuid.randomUuid().toString()``: a random
+    UUID's 16 bytes in URL-safe base64 without padding, never starting with '-'), made here so that each broker
+    the fixtures start runs one JVM less before it (random-uuid is a JVM start of its own, ~1-2 s of CPU)."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not text.startswith("-"):
+            return text
+
+
 @pytest.fixture(scope="session")
 def kafka_jars() -> Path:
     """Apache Kafka's jars, fetched once into the cache (skip or fail where they cannot be had)."""
@@ -48,6 +60,7 @@ def broker_factory(kafka_jars, tmp_path) -> Iterator:
     made: List[KafkaBroker] = []
 
     def make(name: str = "broker", *, start: bool = True, **kwargs) -> KafkaBroker:
+        kwargs.setdefault("cluster_id", new_cluster_id())
         broker = KafkaBroker(tmp_path / name, **kwargs)
         made.append(broker)
         if start:
@@ -62,6 +75,6 @@ def broker_factory(kafka_jars, tmp_path) -> Iterator:
 @pytest.fixture(scope="module")
 def module_broker(kafka_jars, tmp_path_factory) -> Iterator[KafkaBroker]:
     """One running broker shared by a module's tests (each test uses topics of its own)."""
-    broker = start_or_unavailable(KafkaBroker(tmp_path_factory.mktemp("module-broker")))
+    broker = start_or_unavailable(KafkaBroker(tmp_path_factory.mktemp("module-broker"), cluster_id=new_cluster_id()))
     yield broker
     broker.kill()
