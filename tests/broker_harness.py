@@ -7,15 +7,13 @@ a broker that cannot start is a failure with its log's tail, never a silent skip
 """
 from __future__ import annotations
 
-import base64
 import os
-import uuid
 from pathlib import Path
 from typing import Iterator, List
 
 import pytest
 
-from kafkalog.testing.broker import REQUIRED_ENV, BrokerUnavailable, KafkaBroker, fetch_jars
+from kafkalog.testing.broker import REQUIRED_ENV, BrokerUnavailable, KafkaBroker, fetch_jars, random_cluster_id
 
 
 def _unavailable(reason: str):
@@ -34,13 +32,8 @@ def start_or_unavailable(broker: KafkaBroker) -> KafkaBroker:
 
 
 def new_cluster_id() -> str:
-    """A cluster id as ``StorageTool random-uuid`` prints it (Kafka's ``Uuid.randomUuid().toString()``: a random
-    UUID's 16 bytes in URL-safe base64 without padding, never starting with '-'), made here so that each broker
-    the fixtures start runs one JVM less before it (random-uuid is a JVM start of its own, ~1-2 s of CPU)."""
-    while True:
-        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
-        if not text.startswith("-"):
-            return text
+    """A cluster id as ``StorageTool random-uuid`` prints it (the harness makes it without a JVM)."""
+    return random_cluster_id()
 
 
 @pytest.fixture(scope="session")

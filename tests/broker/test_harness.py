@@ -3,7 +3,7 @@ Kafka writes) or uncleanly (no marker, and the next start recovers), and its cle
 from __future__ import annotations
 
 from kafkalog.testing import broker_client as bc
-from kafkalog.testing.broker import CLEAN_SHUTDOWN_MARKER, cleaner_rounds, cleaner_stats
+from kafkalog.testing.broker import CLEAN_SHUTDOWN_MARKER, KafkaBroker, cleaner_rounds, cleaner_stats
 
 T0 = 1_700_000_000_000
 
@@ -76,3 +76,18 @@ def test_the_readme_broker_example_runs(kafka_jars, tmp_path):
     (segment,) = sorted((tmp_path / "kafka" / "data" / "orders-0").glob("*.log"))
     table = read_segment(segment)
     assert table.column("value").to_pylist() == [b"v"]
+
+
+def test_a_cluster_id_made_in_python_is_one_kafka_takes(kafka_jars, tmp_path):
+    """``random_cluster_id`` replaces a ``StorageTool random-uuid`` JVM before every broker: it has Kafka's
+    shape (22 URL-safe base64 characters, not starting with '-'), and ``StorageTool format`` (which parses
+    ``-t`` with ``Uuid.fromString``) takes it and writes it to meta.properties."""
+    import re
+    from kafkalog.testing.broker import random_cluster_id
+    ids = [random_cluster_id() for _ in range(200)]
+    assert all(re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_-]{21}", i) for i in ids), ids[:5]
+    assert len(set(ids)) == len(ids)
+    broker = KafkaBroker(tmp_path / "b")
+    broker.format()
+    meta = (broker.data_dir / "meta.properties").read_text()
+    assert f"cluster.id={broker.cluster_id}" in meta and re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_-]{21}", broker.cluster_id)
