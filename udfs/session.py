@@ -17,8 +17,11 @@ asked: jars are fixed when the JVM starts, and a package no query uses only cost
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Dict, Mapping, Optional, Sequence
 
@@ -111,12 +114,41 @@ def build_session(app_name: str, *, master: Optional[str] = None, conf: Optional
         builder = builder.config(key, value)
     from udfs.interrupts import while_spark_starts
 
-    with while_spark_starts():          # Ctrl-C meanwhile stops the job once Spark is up (udfs.interrupts)
+    with while_spark_starts(), _still_starting():   # Ctrl-C meanwhile stops the job once Spark is up
         spark = builder.getOrCreate()
     from udfs.kafkalog_source import register
 
     register(spark)
     return spark
+
+
+STILL_STARTING_EVERY_S = 8.0     # a line at least this often while the JVM starts: no silence a user takes for a hang
+
+
+@contextlib.contextmanager
+def _still_starting(every_s: float = STILL_STARTING_EVERY_S):
+    """While Spark's JVM starts (seconds idle, minutes on a loaded machine), say so every ``every_s``
+    seconds on stderr, with the time spent so far; nothing when the session already exists."""
+    from pyspark.sql import SparkSession
+
+    if SparkSession.getActiveSession() is not None:
+        yield
+        return
+    from udfs.progress import message
+
+    done = threading.Event()
+    started = time.monotonic()
+
+    def tick() -> None:
+        while not done.wait(every_s):
+            message(f"still starting Spark ({time.monotonic() - started:.0f} s): the JVM loads Spark's classes")
+    thread = threading.Thread(target=tick, name="kafkalog-spark-start", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join(timeout=1)
 
 
 def delta_spark_available(spark) -> bool:
