@@ -235,7 +235,7 @@ def main(argv: Sequence[str], *, spark=None) -> int:
         partitions.sort(key=lambda p: (p["topic"], p["partition"]))
     singles = single_rows(held)
     rows.extend(singles)
-    rows = [dict({f.name: None for f in ROW_SCHEMA}, **r, run_id=run_id, run_at_ms=run_at) for r in rows]
+    rows = [{**{f.name: None for f in ROW_SCHEMA}, **r, "run_id": run_id, "run_at_ms": run_at} for r in rows]
 
     table = None
     if args.output and not args.dry_run and rows:
