@@ -131,9 +131,10 @@ def held_partitions(brokers: Dict[str, List[str]], topics: Optional[set]) -> Dic
     for name, dirs in brokers.items():
         per_broker[name] = set()
         for d in dirs:
-            for p in scan_log_dir(d).partitions:
+            absolute = os.path.abspath(d)       # Spark's Python workers need not share the driver's cwd
+            for p in scan_log_dir(absolute).partitions:
                 if p.kind == LIVE:
-                    held.setdefault((p.topic, p.partition), []).append((name, os.fspath(d), str(p.path)))
+                    held.setdefault((p.topic, p.partition), []).append((name, absolute, str(p.path)))
                     per_broker[name].add(p.topic)
     if topics:
         present = sorted({t for t, _ in held})
