@@ -17,7 +17,7 @@ from kafkalog.tools.demo import generate_demo_log_dir
 
 REPO = Path(__file__).resolve().parents[1]
 KAFKALOG = Path(sys.executable).parent / "kafkalog"
-JOBS = ("catalog", "retention", "compact", "reindex", "lookup", "lag", "export", "restore")
+JOBS = ("catalog", "retention", "compact", "reindex", "lookup", "lag", "export", "restore", "diverge")
 
 
 @pytest.fixture(scope="module")
@@ -86,6 +86,7 @@ def test_kafkalog_refuses_abbreviated_options(place, tmp_path, capsys, argv):
     ("compact", ["--dry"]),                                         # a prefix of --dry-run must not be one
     ("reindex", ["--verify"]),
     ("catalog", ["--dry"]),
+    ("diverge", ["--dry"]),
 ])
 def test_jobs_refuse_abbreviated_options_before_touching_anything(place, capsys, job, argv):
     from udfs.job import run

@@ -1,5 +1,5 @@
 """Reports a person can look at: a job's JSON report (a dict) as one self-contained HTML page with
-plotly charts, for the catalog, retention and compact jobs (``--html PATH``).
+plotly charts, for the catalog, retention, compact and diverge jobs (``--html PATH``).
 
 One pure function per job kind (report dict → HTML string), no file or Spark access: the jobs write
 the string where ``--html`` says. Optional report keys are shown when present and never required.
@@ -12,9 +12,11 @@ from __future__ import annotations
 
 from kafkalog.report_html.catalog import catalog_page
 from kafkalog.report_html.compaction import compaction_page
+from kafkalog.report_html.divergence import divergence_page
 from kafkalog.report_html.retention import retention_page
 
-PAGES = {"catalog": catalog_page, "retention": retention_page, "compact": compaction_page}
+PAGES = {"catalog": catalog_page, "retention": retention_page, "compact": compaction_page,
+         "diverge": divergence_page}
 
 
 def render_page(report: dict) -> str:
@@ -25,4 +27,4 @@ def render_page(report: dict) -> str:
     return PAGES[job](report)
 
 
-__all__ = ["PAGES", "catalog_page", "compaction_page", "render_page", "retention_page"]
+__all__ = ["PAGES", "catalog_page", "compaction_page", "divergence_page", "render_page", "retention_page"]
