@@ -16,6 +16,7 @@ from kafkalog.errors import KafkalogError
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from kafkalog.cleaner import key_map as km
+from kafkalog.cleaner import key_walk as kw
 from kafkalog.format import control_record as cr
 from kafkalog.format import record_batch as rb
 from kafkalog.format.compression import decompress
@@ -63,10 +64,12 @@ def key_walk(raw: bytes):
     m = km.KeyMap(1 << 20, 0.9)
     slots, arena = m.arrays()
     one = lambda v: np.array([v], np.int64)  # noqa: E731
-    status, *_ = km.walk_keys_kernel(km.WALK_INSERT, src, src, one(0), one(0), one(len(src)), one(h.records_count),
-                                     one(h.base_offset), one(1), one(0), 0, 1 << 62, False, 1, 0, slots, arena,
-                                     m.state, np.zeros(8, np.uint8), np.zeros(8, np.uint8), False, 0, 0, -1)
-    assert status == km.WALK_OK
+    status, *_ = kw.walk_keys_kernel(kw.WALK_INSERT, kw.WalkRecords(src, src),
+                                     kw.WalkBatches(one(0), one(0), one(len(src)), one(h.records_count),
+                                                    one(h.base_offset), one(1), one(0)),
+                                     kw.WalkKeys(0, 1 << 62, 1, 0, False), (slots, arena, m.state),
+                                     kw.WalkBits(np.zeros(8, np.uint8), np.zeros(8, np.uint8), False), kw.WALK_START)
+    assert status == kw.WALK_OK
     return m
 
 
@@ -136,7 +139,9 @@ def test_a_record_that_misses_the_batch_end_is_refused_by_every_walker(tmp_path,
     one = lambda v: np.array([v], np.int64)  # noqa: E731
     m = km.KeyMap(1 << 20, 0.9)
     slots, arena = m.arrays()
-    status, *_ = km.walk_keys_kernel(km.WALK_INSERT, src, src, one(0), one(rb.RECORDS_OFFSET), one(len(raw)), one(1),
-                                     one(0), one(1), one(0), 0, 1 << 62, False, 1, 0, slots, arena, m.state,
-                                     np.zeros(8, np.uint8), np.zeros(8, np.uint8), False, 0, 0, -1)
-    assert status == km.WALK_MALFORMED
+    status, *_ = kw.walk_keys_kernel(kw.WALK_INSERT, kw.WalkRecords(src, src),
+                                     kw.WalkBatches(one(0), one(rb.RECORDS_OFFSET), one(len(raw)), one(1), one(0),
+                                                    one(1), one(0)),
+                                     kw.WalkKeys(0, 1 << 62, 1, 0, False), (slots, arena, m.state),
+                                     kw.WalkBits(np.zeros(8, np.uint8), np.zeros(8, np.uint8), False), kw.WALK_START)
+    assert status == kw.WALK_MALFORMED
