@@ -74,7 +74,8 @@ def test_every_skipped_in_reindex_says_why(capsys):
 
 
 def test_compaction_summary_prints_the_time_as_iso_and_marks_interrupted_partitions(capsys):
-    from udfs.compact_job import _print_summary, _summary, interrupted_row, _finish_row
+    from kafkalog.cleaner.log_dir_run import compact_summary as _summary, finish_row as _finish_row
+    from udfs.compact_job import _print_summary, interrupted_row
 
     row = _finish_row(interrupted_row("/d", "/d/orders-3"))
     assert (row["topic"], row["partition"], row["status"]) == ("orders", 3, "interrupted")

@@ -31,7 +31,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 import pyarrow as pa
 
 from kafkalog.cleaner.clean_options import CleanOptions
-from kafkalog.cleaner.log_dir_run import compact_summary, explain_text, finish_row
+from kafkalog.cleaner.log_dir_run import compact_summary, explain_text, finish_row, summary_lines
 from kafkalog.cleaner.partition_run import CLEANED, ERROR, WOULD_CLEAN, CompactionRow, run_partition
 from kafkalog.row_types import Int32, TimestampMs, arrow_schema, as_row
 from kafkalog.fs.durable import fenced
@@ -285,29 +285,8 @@ def main(argv: Sequence[str], *, spark=None) -> int:
 
 
 def _print_summary(report: dict) -> None:
-    s = report["summary"]
-    dry = report["dry_run"]
-    done = s["statuses"].get(WOULD_CLEAN if dry else CLEANED, 0)
-    state = "plan (dry run)" if dry else "interrupted" if report.get("interrupted") else "done"
-    print(f"compaction {state} as of {format_epoch_ms(report['now_ms'])}: {done} of "
-          f"{s['partitions']} partitions {'would be ' if dry else ''}cleaned, {s['bytes_removed']:,} bytes and "
-          f"{s['records_read'] - s['records_kept']:,} records {'to be ' if dry else ''}removed")
-    for p in report["partitions"]:
-        ratio = "-" if p["cleanable_ratio"] is None else f"{p['cleanable_ratio']:.3f}"
-        line = f"  {p['topic']}-{p['partition']}: {p['status']} (dirty ratio {ratio}): {p['reason']}"
-        if p["status"] in (CLEANED, WOULD_CLEAN):
-            line += (f"; {p['bytes_before']:,} -> {p['bytes_after']:,} bytes, {p['records_read']:,} -> "
-                     f"{p['records_kept']:,} records; key map: {p['passes']} pass(es), {p['map_keys']:,} keys, "
-                     f"{p['map_bytes']:,} of {p['map_budget']:,} bytes")
-        elif p["status"] == ERROR:
-            line += f" [{p['outcome']}]"
+    for line in summary_lines(report):
         print(line)
-    for r in s["log_dirs_refused"]:
-        print(f"  refused: {r['message']}")
-    for e in report["explain"]:
-        print(f"explain {e['topic']}-{e['partition']}@{e['offset']}: {e['explanation']}")
-    if dry and done:
-        print("  (dry run: nothing was changed)")
 
 
 def entry(argv: Optional[Sequence[str]] = None) -> int:

@@ -13,11 +13,12 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from kafkalog.cleaner.cleaner import map_budget
 from kafkalog.cleaner.clean_options import CleanOptions
-from kafkalog.cleaner.partition_run import run_partition
+from kafkalog.cleaner.partition_run import CLEANED, ERROR, WOULD_CLEAN, run_partition
 from kafkalog.config import KafkaConfigs
 from kafkalog.fs.durable import fenced
 from kafkalog.fs.lock import held_fences, holder_and_hint, is_locked, lock_log_dir, locked_refusal
 from kafkalog.log.logdir import partition_folders, topic_of_folder
+from kafkalog.lookup.time_spec import format_epoch_ms
 
 JOB = "compact"
 
@@ -129,3 +130,32 @@ def compact_log_dir(log_dir: os.PathLike | str, *, configs: KafkaConfigs, now_ms
 
 
 __all__ = ["JOB", "compact_log_dir", "compact_summary", "explain_text", "finish_row"]
+
+
+def summary_lines(report: dict) -> List[str]:
+    """The compaction report in a few lines, as ``kafkalog compact`` and the Spark job print it: the
+    totals, one line per partition (its key map when cleaned), the refused log dirs, the explanations.
+
+    :param report: the report :func:`compact_log_dir` or the Spark job made.
+    """
+    s, dry = report["summary"], report["dry_run"]
+    done = s["statuses"].get(WOULD_CLEAN if dry else CLEANED, 0)
+    state = "plan (dry run)" if dry else "interrupted" if report.get("interrupted") else "done"
+    lines = [f"compaction {state} as of {format_epoch_ms(report['now_ms'])}: {done} of "
+             f"{s['partitions']} partitions {'would be ' if dry else ''}cleaned, {s['bytes_removed']:,} bytes and "
+             f"{s['records_read'] - s['records_kept']:,} records {'to be ' if dry else ''}removed"]
+    for p in report["partitions"]:
+        ratio = "-" if p["cleanable_ratio"] is None else f"{p['cleanable_ratio']:.3f}"
+        line = f"  {p['topic']}-{p['partition']}: {p['status']} (dirty ratio {ratio}): {p['reason']}"
+        if p["status"] in (CLEANED, WOULD_CLEAN):
+            line += (f"; {p['bytes_before']:,} -> {p['bytes_after']:,} bytes, {p['records_read']:,} -> "
+                     f"{p['records_kept']:,} records; key map: {p['passes']} pass(es), {p['map_keys']:,} keys, "
+                     f"{p['map_bytes']:,} of {p['map_budget']:,} bytes")
+        elif p["status"] == ERROR:
+            line += f" [{p['outcome']}]"
+        lines.append(line)
+    lines += [f"  refused: {r['message']}" for r in s.get("log_dirs_refused", ())]
+    lines += [f"explain {e['topic']}-{e['partition']}@{e['offset']}: {e['explanation']}" for e in report["explain"]]
+    if dry and done:
+        lines.append("  (dry run: nothing was changed)")
+    return lines

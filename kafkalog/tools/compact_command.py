@@ -9,7 +9,6 @@ import argparse
 import sys
 
 from kafkalog.errors import UsageError
-from kafkalog.lookup.time_spec import format_epoch_ms
 from kafkalog.tools import offline_job
 
 COMMAND = "compact"
@@ -57,21 +56,9 @@ def run(args) -> int:
 
 def print_summary(report: dict) -> None:
     """The report in a few lines: the totals, then one line per partition."""
-    s, dry = report["summary"], report["dry_run"]
-    for w in s.get("warnings", ()):
+    from kafkalog.cleaner.log_dir_run import summary_lines
+
+    for w in report["summary"].get("warnings", ()):
         print(f"kafkalog {COMMAND}: warning: {w}", file=sys.stderr)
-    done = s["statuses"].get(WOULD_CLEAN if dry else CLEANED, 0)
-    print(f"compaction {'plan (dry run)' if dry else 'done'} as of {format_epoch_ms(report['now_ms'])}: {done} of "
-          f"{s['partitions']} partitions {'would be ' if dry else ''}cleaned, {s['bytes_removed']:,} bytes and "
-          f"{s['records_read'] - s['records_kept']:,} records {'to be ' if dry else ''}removed")
-    for p in report["partitions"]:
-        ratio = "-" if p["cleanable_ratio"] is None else f"{p['cleanable_ratio']:.3f}"
-        line = f"  {p['topic']}-{p['partition']}: {p['status']} (dirty ratio {ratio}): {p['reason']}"
-        if p["status"] in (CLEANED, WOULD_CLEAN):
-            line += f"; {p['bytes_before']:,} -> {p['bytes_after']:,} bytes, {p['records_read']:,} -> " \
-                    f"{p['records_kept']:,} records"
+    for line in summary_lines(report):
         print(line)
-    for e in report["explain"]:
-        print(f"explain {e['topic']}-{e['partition']}@{e['offset']}: {e['explanation']}")
-    if dry and done:
-        print("  (dry run: nothing was changed)")
