@@ -435,3 +435,71 @@ def test_package_cycle_check_catches_two_packages_importing_each_other():
     assert cycles(imports_among(modules)) == []             # no module cycle ...
     found = cycles(imports_among(modules), unit=package_of)  # ... but the two packages depend on each other
     assert len(found) == 1 and "kafkalog.checkpoint <-> kafkalog.format" in found[0]
+
+
+def top_level_names(tree: ast.Module) -> set:
+    """The names a module binds when it loads: assignments (tuples too), definitions and imports at its
+    top level, including inside top-level ``if``/``try``/``with`` blocks (not inside functions or classes)."""
+    names: set = set()
+
+    def visit(statements) -> None:
+        for n in statements:
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(n.name)
+            elif isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                for target in (n.targets if isinstance(n, ast.Assign) else [n.target]):
+                    names.update(t.id for t in ast.walk(target) if isinstance(t, ast.Name))
+            elif isinstance(n, (ast.Import, ast.ImportFrom)):
+                names.update((a.asname or a.name).split(".")[0] for a in n.names)
+            elif isinstance(n, (ast.If, ast.Try, ast.With, ast.For)):
+                for block in ("body", "orelse", "finalbody"):
+                    visit(getattr(n, block, []))
+                for handler in getattr(n, "handlers", []):
+                    visit(handler.body)
+    visit(tree.body)
+    return names
+
+
+def unresolved_imports(modules: Dict[str, Tuple[str, bool, str]], roots=("kafkalog", "udfs", "jobs")) -> List[str]:
+    """Every ``import kafkalog.x`` / ``from kafkalog.x import y`` (any depth) naming a module of this
+    repository that does not exist, or a name that module does not define at its top level: what a move
+    leaves behind in a file the move's sed did not see (an ImportError only when that code path runs)."""
+    found = []
+    for me, (source, is_package, label) in sorted(modules.items()):
+        for node in ast.walk(ast.parse(source, filename=label)):
+            if isinstance(node, ast.Import):
+                wanted = [(alias.name, None) for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                wanted = [(absolute(node, me, is_package), alias.name) for alias in node.names]
+            else:
+                continue
+            for module, name in wanted:
+                if module.split(".")[0] not in roots:
+                    continue
+                if module not in modules:
+                    found.append(f"{label}:{node.lineno}: {ast.unparse(node)}  -- no module {module}")
+                elif name is not None and name != "*" and f"{module}.{name}" not in modules:
+                    defined = top_level_names(ast.parse(modules[module][0]))
+                    if name not in defined and "__getattr__" not in defined:
+                        found.append(f"{label}:{node.lineno}: {ast.unparse(node)}  -- {module} defines no {name}")
+    return found
+
+
+def test_every_import_of_our_modules_resolves():
+    found = unresolved_imports(repo_modules())
+    assert found == [], "imports of modules or names that do not exist:\n  " + "\n  ".join(found)
+
+
+def test_unresolved_import_check_catches_a_moved_module_and_a_moved_name():
+    modules = {"kafkalog.fs.names": ("LIVE = 1\n", False, "fs/names.py"),
+               "kafkalog.job": ("from kafkalog.log.names import LIVE\nfrom kafkalog.fs.names import GONE\n"
+                                "from kafkalog.fs.names import LIVE\n", False, "job.py")}
+    found = unresolved_imports(modules)
+    assert len(found) == 2 and "no module kafkalog.log.names" in found[0] and "defines no GONE" in found[1]
+
+
+def test_no_conftest_below_the_tests_root():
+    """Tests import the root conftest's helpers (``from conftest import REAL_FIXTURES``); a second
+    conftest.py further down takes the module name ``conftest`` and those imports fail at collection."""
+    extra = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").rglob("conftest.py") if p.parent != ROOT / "tests")
+    assert extra == [], f"put these fixtures in tests/conftest.py or a helper module it imports: {extra}"

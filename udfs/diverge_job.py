@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from kafkalog.errors import KafkalogError, UsageError
 from kafkalog.log.logdir import scan_log_dir, scan_partition_dir
-from kafkalog.log.names import LIVE
+from kafkalog.fs.names import LIVE
 from kafkalog.log.replica_divergence import (AHEAD, DIVERGED, LEADER_POLICIES, PartitionDivergence,
                                              diverge_partition)
 from kafkalog.tools.arguments import check_log_dir

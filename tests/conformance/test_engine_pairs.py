@@ -32,7 +32,7 @@ from kafkalog.log.records_io import read_segment
 
 from cleaner_model import DAY, clean, log_config, write_partition
 from hostile_records import Rec, batch, record
-from test_cleaner_properties import build, op
+from cleaner.test_cleaner_properties import build, op
 
 SETTINGS = settings(max_examples=30, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
