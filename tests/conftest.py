@@ -30,7 +30,7 @@ def real_fixtures() -> Path:
 
 # --- Spark -----------------------------------------------------------------------------------
 # JVM flags for every Spark JVM the tests start: the shared session's below and each ./spark-submit.sh run's
-# (test_interrupts, test_faults, the export kill loop, test_delta_spark's own process...), since Spark's
+# (test_interrupts, test_faults, the export kill loop, test_delta_spark_tables' own process...), since Spark's
 # launcher adds SPARK_SUBMIT_OPTS to the driver JVM it starts and the subprocesses inherit the environment.
 # Test JVMs live seconds to minutes on 2 cores: C1 alone (TieredStopAtLevel=1) and the serial collector spare
 # the CPU that C2's compiler threads and G1's threads take from the work, and -Dspark.ui.enabled=false (read
@@ -38,6 +38,9 @@ def real_fixtures() -> Path:
 # machine shared): a session start plus a small groupBy, CPU of the Spark JVM itself (/proc/PID/stat), 23.5 s
 # -> 10.8 s; test_interrupts.py (three spark-submit runs) 476 s -> 412 s wall. A value set by the caller wins.
 os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Dspark.ui.enabled=false")
+# The same pair for the test brokers (kafkalog.testing.broker.BROKER_JVM_OPTIONS_ENV): each broker starts in
+# seconds and serves small topics; bench/ leaves it unset.
+os.environ.setdefault("KAFKALOG_BROKER_JVM_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
 # One SparkSession (local[2]) for every Spark test, built the way the jobs build theirs, with Spark's own
 # Kafka source loaded for the parity tests (tests/broker/test_spark_kafka_parity.py): its jars are on the

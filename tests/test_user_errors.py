@@ -49,7 +49,7 @@ def _parsers(parser: argparse.ArgumentParser):
 
 def test_no_parser_accepts_abbreviations():
     parsers = list(_parsers(build_parser()))
-    assert len(parsers) == 9                              # kafkalog and its eight subcommands
+    assert len(parsers) == 13                             # kafkalog and its twelve subcommands
     parsers += [importlib.import_module(f"udfs.{job}_job").build_parser() for job in JOBS]
     assert all(p.allow_abbrev is False for p in parsers), [p.prog for p in parsers if p.allow_abbrev]
 

@@ -46,6 +46,10 @@ TOOLS_LOG4J2 = Path(__file__).with_name("kafka-tools-log4j2.properties")
 # A Kafka tool is a JVM that lives a second or two: the client compiler alone and the serial collector
 # start it faster than the broker's G1 (measured on the Spark test JVMs: about half the JVM's CPU).
 TOOL_JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
+# Extra JVM options for the broker (space-separated); a GC named here replaces the broker's G1. The test suite
+# sets the tools' pair (tests/conftest.py): a test broker lives seconds and starts faster so. Benchmarks leave
+# it unset, so the broker's cleaner they measure runs as a broker does.
+BROKER_JVM_OPTIONS_ENV = "KAFKALOG_BROKER_JVM_OPTIONS"
 CACHE_ENV = "KAFKALOG_BROKER_CACHE"        # where the jars go; default ~/.cache/kafkalog/broker
 REQUIRED_ENV = "KAFKALOG_BROKER_REQUIRED"  # "1": a broker that cannot run is a failure, not a skip
 # Maven's own plugin version: Maven 3.8's default dependency plugin predates the options used here.
@@ -154,8 +158,9 @@ def java_command(main_class: str, args: Sequence[str], *, lib: Path, log4j2: Pat
                  heap: str = "512m", jvm_options: Sequence[str] = ()) -> List[str]:
     """The java command line that runs one of Kafka's main classes as its ``bin/`` scripts would."""
     tool = log4j2 == TOOLS_LOG4J2
-    cmd = ["java", f"-Xmx{heap}", *(TOOL_JVM_OPTIONS if tool else ("-XX:+UseG1GC",)), "-Djava.awt.headless=true",
-           f"-Dlog4j2.configurationFile={log4j2}"]
+    own_gc = any(o.startswith("-XX:+Use") and o.endswith("GC") for o in jvm_options)
+    defaults = TOOL_JVM_OPTIONS if tool else () if own_gc else ("-XX:+UseG1GC",)
+    cmd = ["java", f"-Xmx{heap}", *defaults, "-Djava.awt.headless=true", f"-Dlog4j2.configurationFile={log4j2}"]
     if logs_dir is not None:
         cmd.append(f"-Dkafka.logs.dir={logs_dir}")
     cmd += list(jvm_options)
@@ -295,7 +300,8 @@ class KafkaBroker:
         try:
             self.process = subprocess.Popen(
                 java_command(KAFKA_MAIN, [str(self.properties_file)], lib=lib, log4j2=LOG4J2,
-                             logs_dir=self.logs_dir, heap=self.heap),
+                             logs_dir=self.logs_dir, heap=self.heap,
+                             jvm_options=os.environ.get(BROKER_JVM_OPTIONS_ENV, "").split()),
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         finally:
             out.close()

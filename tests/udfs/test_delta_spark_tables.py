@@ -3,13 +3,14 @@ compaction audits, the reindex results, the lag rows, the lookup answers and the
 by the jobs with delta-rs (``--delta-engine rs``: what a session without Delta's jars writes with), then
 ``spark.read.format("delta")`` must give the rows kafkalog reads back, column names and types included
 (nullability aside: each reader reports it its own way), and Delta's history must list the job's commit
-with kafkalog's commit metadata.
+with kafkalog's commit metadata; the catalog, written twice, travels back to its first version.
+(This test took over test_delta_spark.py's catalog checks: one delta-spark JVM for both.)
 
 The export table also takes a user's delta-spark ``OPTIMIZE`` and ``MERGE`` between two export runs and
 while a third runs: Delta's conflict rules decide, and afterwards every exported record is in the table
 exactly once (nothing lost, nothing duplicated).
 
-Like test_delta_spark.py, this runs in a Python process of its own: delta-spark refuses even a read
+This runs in a Python process of its own: delta-spark refuses even a read
 without its SQL extension, and a session with it makes every job write through delta-spark."""
 from __future__ import annotations
 
@@ -73,6 +74,7 @@ def run_and_read(name):
                  "jobs": sorted({json.loads(h["userMetadata"] or "{}").get("kafkalog.job") for h in history})}
 for name in ("export", "catalog", "lookup", "reindex", "lag"):
     run_and_read(name)
+first_catalog = spark.read.format("delta").load(t["catalog"]).collect()
 
 # The export table under a user's OPTIMIZE and MERGE: compact its files, then a MERGE that rewrites rows of
 # partition 0 while the next export (new records appended to the log first) commits beside it.
@@ -104,6 +106,18 @@ out["export_concurrent"] = {"before": before, "after": final.count(),
                             "operations": [h["operation"] for h in spark.sql(f"DESCRIBE HISTORY delta.`{table}`").orderBy("version").collect()]}
 for name in ("retention", "compact"):
     run_and_read(name)
+
+# The catalog again, after retention and compaction changed the log: version 1, and time travel to
+# version 0 gives the first run's rows.
+assert catalog_job.main(runs["catalog"][1] + rs, spark=spark) == 0
+history = spark.sql(f"DESCRIBE HISTORY delta.`{t['catalog']}`").orderBy("version").collect()
+earlier = spark.read.format("delta").option("versionAsOf", 0).load(t["catalog"])
+assert_df_equality(earlier, spark.createDataFrame(first_catalog, earlier.schema), ignore_row_order=True,
+                   ignore_nullable=True)
+out["catalog_history"] = {"versions": [h["version"] for h in history],
+                          "jobs": [json.loads(h["userMetadata"] or "{}").get("kafkalog.job") for h in history],
+                          "latest_rows": spark.read.format("delta").load(t["catalog"]).count(),
+                          "first_rows": len(first_catalog)}
 print(json.dumps(out))
 '''
 
@@ -135,3 +149,6 @@ def test_delta_spark_reads_every_table_the_jobs_write_and_the_export_table_takes
     assert c["after"] == c["distinct"] and c["duplicated"] == 0, c      # nothing duplicated
     assert c["after"] == c["before"] + RECORDS, c        # nothing lost: the 2 x RECORDS/2 new records, once
     assert "OPTIMIZE" in c["operations"], c
+    h = got["catalog_history"]                                           # history and time travel
+    assert h["versions"] == [0, 1] and h["jobs"] == ["catalog", "catalog"], h
+    assert h["first_rows"] > 0 and h["latest_rows"] > 0, h
