@@ -15,9 +15,10 @@ else
 fi
 # Run "$@" with its output appended to .venv/bootstrap.log, saying every few seconds what it is doing
 # (the log's last line): a first install takes minutes and must not look hung. Ctrl-C stops it too.
-KAFKALOG_HEARTBEAT_S=${KAFKALOG_HEARTBEAT_S:-8}
+KAFKALOG_HEARTBEAT_S=${KAFKALOG_HEARTBEAT_S:-6}
 run_logged() {
   local what="$1" start; shift
+  echo "bootstrap: ${what}" >&2
   start=$(wc -c < .venv/bootstrap.log)
   "$@" >> .venv/bootstrap.log 2>&1 &
   local pid=$! waited=0 line
