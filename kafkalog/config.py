@@ -7,7 +7,8 @@ Sources: ``LogConfig.java``, ``ServerLogConfigs.java``, ``ServerTopicConfigSynon
 ``ConfigDef.parseType`` parses them (trimmed; ``Long.parseLong``/``Integer.parseInt``/
 ``Double.parseDouble``; booleans ``true``/``false`` in any case; lists split on ``,`` and trimmed).
 
-Precedence for a topic's value: the topic override, else the broker synonym (in synonym order — for
+Precedence for a topic's value: the topic override, else (for ``__consumer_offsets`` and
+``__transaction_state``) what Kafka sets when it creates the topic, else the broker synonym (in synonym order — for
 ``retention.ms``: ``log.retention.ms``, then ``log.retention.minutes``, then ``log.retention.hours``),
 else Kafka's default. A negative broker retention time becomes -1 (unlimited). Unknown topic keys,
 unknown ``log.*`` broker keys and keys given at the wrong level (a topic key in server.properties, a
@@ -209,7 +210,26 @@ BROKER_CONFIGS: dict[str, BrokerKey] = {c.name: c for c in (
     BrokerKey("log.message.downconversion.enable", BOOLEAN, True),
     BrokerKey("log.initial.task.delay.ms", LONG, 30_000),
     BrokerKey("log.dir.failure.timeout.ms", LONG, 30_000, at_least(1)),
+    # the segment size Kafka gives its internal topics when it creates them (see INTERNAL_TOPIC_CONFIGS)
+    BrokerKey("offsets.topic.segment.bytes", INT, 104_857_600, at_least(1)),
+    BrokerKey("transaction.state.log.segment.bytes", INT, 104_857_600, at_least(1)),
 )}
+
+OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC = "__consumer_offsets", "__transaction_state"
+
+# The topic configs Kafka sets on its internal topics when it creates them (stored with the topic in the
+# cluster metadata, so they are topic overrides, not broker defaults): ``__consumer_offsets`` as
+# ``GroupCoordinatorService.groupMetadataTopicConfigs`` (Kafka's ``GroupCoordinatorService.java``) and
+# ``__transaction_state`` as ``TransactionStateManager.transactionTopicConfigs`` (Kafka's
+# ``TransactionStateManager.scala``). Without them a log dir's ``__consumer_offsets`` would take the
+# broker's ``log.cleanup.policy`` (delete, 7 days) and a retention run would delete committed offsets
+# the broker keeps. value: a constant, or ``("broker", key)`` for a broker setting's value.
+INTERNAL_TOPIC_CONFIGS: dict[str, dict[str, Any]] = {
+    OFFSETS_TOPIC: {"cleanup.policy": (COMPACT,), "compression.type": "producer",
+                    "segment.bytes": ("broker", "offsets.topic.segment.bytes")},
+    TRANSACTION_STATE_TOPIC: {"cleanup.policy": (COMPACT,), "compression.type": "uncompressed",
+                              "segment.bytes": ("broker", "transaction.state.log.segment.bytes")},
+}
 
 _BROKER_SYNONYMS: dict[str, tuple[ConfigKey, Synonym]] = {
     s.key: (c, s) for c in TOPIC_CONFIGS.values() for s in c.synonyms}
@@ -313,7 +333,7 @@ class BrokerConfig:
 @dataclass
 class KafkaConfigs:
     """The broker config plus per-topic overrides: ``for_topic`` gives each topic's LogConfig
-    (precedence: topic override > broker key or synonym > Kafka's default). ``warnings`` holds every
+    (precedence: topic override > an internal topic's creation config > broker key or synonym > Kafka's default). ``warnings`` holds every
     ignored key, each naming where it was found. Example::
 
         configs = kafkalog.configs_from_mappings({"log.cleanup.policy": "compact"}, {"audit": {"retention.ms": "-1"}})
@@ -338,11 +358,17 @@ class KafkaConfigs:
     def _resolve(self, topic: str) -> LogConfig:
         overrides = self.topic_overrides.get(topic, {})
         override_sources = self.topic_override_sources.get(topic, {})
+        created_with = INTERNAL_TOPIC_CONFIGS.get(topic, {})
         values: dict[str, Any] = {}
         sources: dict[str, str] = {}
         for name, key in TOPIC_CONFIGS.items():
             if name in overrides:
                 values[_attr(name)], sources[name] = overrides[name], override_sources[name]
+            elif name in created_with:
+                value = created_with[name]
+                if isinstance(value, tuple) and value[:1] == ("broker",):
+                    value = self.broker.setting(value[1])
+                values[_attr(name)], sources[name] = value, f"set by Kafka when it creates {topic}"
             elif name in self.broker.topic_defaults:
                 values[_attr(name)] = self.broker.topic_defaults[name]
                 sources[name] = self.broker.topic_default_sources[name]

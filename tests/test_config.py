@@ -177,3 +177,20 @@ def test_which_jobs_are_strict():
     assert strict_configs("reindex", SimpleNamespace(verify_only=False))
     assert not strict_configs("reindex", SimpleNamespace(verify_only=True))
     assert not strict_configs("catalog", SimpleNamespace())
+
+
+def test_internal_topics_take_the_configs_kafka_creates_them_with():
+    """``__consumer_offsets`` and ``__transaction_state`` are compacted whatever the broker's default
+    (Kafka sets cleanup.policy=compact on them at creation, GroupCoordinatorService.java /
+    TransactionStateManager.scala), their segment size comes from the broker's internal-topic settings,
+    and a topic override still wins over the creation config."""
+    configs = configs_from_mappings({"log.cleanup.policy": "delete", "log.retention.ms": "1000",
+                                     "offsets.topic.segment.bytes": "2048", "log.segment.bytes": "4096"},
+                                    {"__transaction_state": {"segment.bytes": "8192"}})
+    offsets, txn, user = (configs.for_topic(t) for t in ("__consumer_offsets", "__transaction_state", "orders"))
+    assert offsets.cleanup_policy == txn.cleanup_policy == ("compact",) and user.cleanup_policy == ("delete",)
+    assert (offsets.segment_bytes, txn.segment_bytes, user.segment_bytes) == (2048, 8192, 4096)
+    assert (offsets.compression_type, txn.compression_type) == ("producer", "uncompressed")
+    assert offsets.retention_ms == 1000          # not set at creation: the broker's default applies
+    assert "creates __consumer_offsets" in offsets.sources["cleanup.policy"]
+    assert configs_from_mappings().for_topic("__consumer_offsets").segment_bytes == 104_857_600

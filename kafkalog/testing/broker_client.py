@@ -104,11 +104,18 @@ def alter_topic_configs(broker, name: str, configs: Mapping[str, object]) -> Non
 
 
 def describe_topic_configs(broker, name: str) -> Dict[str, str]:
-    """The topic-level overrides of ``name`` (configs set on the topic itself)."""
+    """The topic-level overrides of ``name`` (configs set on the topic itself: source
+    DYNAMIC_TOPIC_CONFIG). kafka-python 3 answers with a dict ``{"topic": {name: {key: {"value",
+    "config_source", ...}}}}``; older versions with DescribeConfigs response objects (source code 1)."""
     from kafka.admin import ConfigResource, ConfigResourceType
     with admin(broker) as client:
         result = client.describe_configs([ConfigResource(ConfigResourceType.TOPIC, name)])
     out: Dict[str, str] = {}
+    if isinstance(result, dict):
+        for key, entry in result.get("topic", {}).get(name, {}).items():
+            if entry.get("config_source") == "DYNAMIC_TOPIC_CONFIG":
+                out[key] = entry["value"]
+        return out
     for response in result if isinstance(result, list) else [result]:
         for resource in getattr(response, "resources", []):
             for entry in resource[4]:

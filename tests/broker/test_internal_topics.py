@@ -83,6 +83,7 @@ def stopped_broker(kafka_jars, tmp_path_factory):
         groups = ("g-real", "g-bare", "g-partial", "g-gone", "g-txn", "g-txn-aborted")
         reported = {g: bc.group_offsets(broker, g) for g in groups}
         ends = {(t, p): bc.list_offsets(broker, t, p, bc.LATEST)[0] for t, n in TOPICS.items() for p in range(n)}
+        reported["configs"] = {t: bc.describe_topic_configs(broker, t) for t in ("__consumer_offsets", "__transaction_state")}
         broker.stop()
     finally:
         broker.kill()
@@ -92,7 +93,24 @@ def stopped_broker(kafka_jars, tmp_path_factory):
 
 
 def broker_lag(reported, ends) -> Dict[Tuple[str, str, int], Tuple[int, int]]:
-    return {(g, t, p): (o, ends[(t, p)] - o) for g, offsets in reported.items() for (t, p), o in offsets.items()}
+    return {(g, t, p): (o, ends[(t, p)] - o) for g, offsets in reported.items() if g != "configs"
+            for (t, p), o in offsets.items()}
+
+
+def test_internal_topics_take_the_configs_the_broker_created_them_with(stopped_broker):
+    """The broker's topic-level configs of its internal topics (DescribeConfigs, source TOPIC_CONFIG) are
+    what our config resolution gives them from the broker's server.properties alone: compact, not the
+    broker's delete default (a retention run would otherwise delete committed offsets)."""
+    from kafkalog.config import TOPIC_CONFIGS, load_configs
+    broker, reported, _ = stopped_broker
+    configs = load_configs(broker_config=broker.properties_file)
+    for topic, theirs in reported["configs"].items():
+        assert theirs.get("cleanup.policy") == "compact", (topic, theirs)
+        ours = configs.for_topic(topic)
+        modelled = {k: v for k, v in theirs.items() if k in TOPIC_CONFIGS}
+        assert set(modelled) >= {"cleanup.policy", "segment.bytes", "compression.type"}, (topic, theirs)
+        for key, text in modelled.items():
+            assert getattr(ours, key.replace(".", "_")) == TOPIC_CONFIGS[key].parse(text), (topic, key, text)
 
 
 def test_offline_lag_equals_the_broker(stopped_broker):
