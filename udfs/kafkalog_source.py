@@ -9,6 +9,10 @@ The stream's offsets are Spark's Kafka checkpoint JSON, decided by ``kafkalog.so
 (``maxOffsetsPerTrigger``, ``Trigger.AvailableNow``, new partitions, failOnDataLoss); a micro-batch's
 ranges are read by the same tasks as a batch read.
 
+With ``asOf`` / ``asOfOffsets`` a batch read is the topic as a table as of that moment (one row per live
+key, ``kafkalog.source.as_of``): one task per partition fills the cleaner's key map below the cut and
+yields the winning records (``read_as_of``).
+
 Sessions built by ``udfs.session.build_session`` have it registered; a session of one's own needs
 ``udfs.kafkalog_source.register(spark)``.
 

@@ -24,6 +24,8 @@ Ours (no Kafka counterpart): ``path`` / ``logDirs`` (comma-separated log dirs), 
 ``kafkalog.exportDir`` (the export job's: each task writes its rows as Parquet files there, one per topic,
 and the query's rows are those files — path, topic, partition, rows, offsets — so records never pass
 through the JVM),
+``asOf`` / ``asOfOffsets`` / ``asOfIncomplete`` / ``kafkalog.asOfMapBytes`` (the topic as a table as of a time or
+offsets, one row per live key: ``kafkalog.source.as_of``),
 ``maxPartitionBytes`` (bytes of ``.log`` per input partition), ``kafkalog.metricsDir`` (each task writes
 the bytes of ``.log`` it read there, for benchmarks), ``kafkalog.pushdown`` (only ``false`` is accepted: a
 query's filters never prune — see ``udfs.kafkalog_source`` for why — and ``true`` is refused rather than
