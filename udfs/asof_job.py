@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from dataclasses import replace
 from typing import Optional, Sequence
 
@@ -26,7 +25,8 @@ from kafkalog.source.as_of import plan_as_of
 from kafkalog.source.options import SourceOptionError, parse_source_options
 
 from udfs import delta_tables
-from udfs.job import EXIT_OK, EXIT_PARTIAL, base_parser, progress, resolve_log_dirs, table_path, write_report
+from udfs.job import (EXIT_OK, EXIT_PARTIAL, add_config_arguments, base_parser, progress, start_job, table_path,
+                      write_report)
 from udfs.session import build_session
 
 JOB = "asof"
@@ -55,7 +55,19 @@ def build_parser():
                              "write what is held and flag it (warn)")
     parser.add_argument("--include-headers", action="store_true", help="add the headers column")
     parser.add_argument("--dry-run", action="store_true", help="plan the cuts and report them; read and write nothing")
+    add_config_arguments(parser)      # a topic whose cleanup.policy has no compact is answered, with a warning
     return parser
+
+
+def policy_warnings(args, configs, topics) -> dict:
+    """{topic: warning} for the topics whose cleanup.policy (from --broker-config / --topic-config*, when
+    given: the log dirs do not hold topic configs) has no compact: answered all the same — the table is
+    as well defined — but a topic that is not a table is seldom what was meant."""
+    if not (args.broker_config or args.topic_config or args.topic_config_file):
+        return {}
+    return {t: f"{t}: cleanup.policy={','.join(configs.for_topic(t).cleanup_policy)} has no compact: the as-of "
+               "table of every key's latest record is answered all the same"
+            for t in sorted(topics) if not configs.for_topic(t).compact}
 
 
 def source_options(args, log_dirs) -> dict:
@@ -71,9 +83,7 @@ def source_options(args, log_dirs) -> dict:
 
 
 def main(argv: Sequence[str], *, spark=None) -> int:
-    args = build_parser().parse_args(argv)
-    log_dirs = resolve_log_dirs(args)
-    started, run_id, run_at = time.monotonic(), uuid.uuid4().hex, int(time.time() * 1000)
+    args, configs, log_dirs, _now, run_id, run_at, started = start_job(build_parser(), argv)
     options = source_options(args, log_dirs)
     try:
         parsed = parse_source_options(options)      # a bad --as-of / JSON: a usage error, before Spark starts
@@ -81,7 +91,10 @@ def main(argv: Sequence[str], *, spark=None) -> int:
         raise UsageError(str(exc).replace("option asOfOffsets", "--as-of-offsets").replace("option asOf", "--as-of")) \
             from None
     plan = plan_as_of(replace(parsed, as_of_incomplete="warn"))
-    partitions = [p.to_dict() for p in plan.partitions]
+    warnings = policy_warnings(args, configs, {p.topic for p in plan.partitions})
+    for warning in warnings.values():
+        progress(f"warning: {warning}")
+    partitions = [dict(p.to_dict(), policy_warning=warnings.get(p.topic)) for p in plan.partitions]
     kept = [p for p in plan.partitions if p.problem is None or args.incomplete == "warn"]
     for p in plan.partitions:
         status = "exact" if p.problem is None else ("incomplete, written" if args.incomplete == "warn" else "left out")

@@ -81,12 +81,14 @@ def test_asof_job_writes_the_table_and_leaves_out_a_partition_compacted_past_its
     report, table = tmp_path / "report.json", tmp_path / "table"
     dirs = f"{path},{tmp_path / 'cfg'}"
     assert asof_job.main(["--log-dirs", dirs, "--as-of", str(T + 3), "--table", str(table), "--dry-run",
-                          "--report", str(report)], spark=spark) == 1
+                          "--report", str(report), "--topic-config", "cfg:cleanup.policy=compact"], spark=spark) == 1
     planned = json.loads(report.read_text())
     assert not (table / "_delta_log").exists()
     by_tp = {(p["topic"], p["partition"]): p for p in planned["partitions"]}
     assert not by_tp[("cfg", 0)]["exact"] and "compacted offsets below" in by_tp[("cfg", 0)]["problem"]
     assert by_tp[("kt", 0)]["exact"] and planned["summary"]["left_out"] == 1
+    assert "cleanup.policy=delete has no compact" in by_tp[("kt", 1)]["policy_warning"]      # answered all the same
+    assert by_tp[("cfg", 0)]["policy_warning"] is None
     assert asof_job.main(["--log-dirs", dirs, "--as-of", "1970-01-01T00:00:00Z", "--topics", "kt", "--table",
                           str(table)], spark=spark) == 0
     assert delta_tables.read_table(spark, table).count() == 0                    # nothing before the first record
