@@ -17,7 +17,7 @@ from kafkalog.tools.demo import generate_demo_log_dir
 
 REPO = Path(__file__).resolve().parents[1]
 KAFKALOG = Path(sys.executable).parent / "kafkalog"
-JOBS = ("catalog", "retention", "compact", "reindex", "lookup", "lag", "export", "restore", "diverge")
+JOBS = ("catalog", "retention", "compact", "reindex", "lookup", "lag", "export", "restore", "diverge", "asof")
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,10 @@ The stream's offsets are Spark's Kafka checkpoint JSON, decided by ``kafkalog.so
 (``maxOffsetsPerTrigger``, ``Trigger.AvailableNow``, new partitions, failOnDataLoss); a micro-batch's
 ranges are read by the same tasks as a batch read.
 
+With ``asOf`` / ``asOfOffsets`` a batch read is the topic as a table as of that moment (one row per live
+key, ``kafkalog.source.as_of``): one task per partition fills the cleaner's key map below the cut and
+yields the winning records (``read_as_of``).
+
 Sessions built by ``udfs.session.build_session`` have it registered; a session of one's own needs
 ``udfs.kafkalog_source.register(spark)``.
 
@@ -47,6 +51,8 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, Supp
 from pyspark.sql.types import (ArrayType, BinaryType, BooleanType, ByteType, IntegerType, LongType, ShortType,
                                StringType, StructField, StructType, TimestampType)
 
+from kafkalog.source.as_of import AsOfPartition, plan_as_of
+from kafkalog.source.as_of_table import partition_rows
 from kafkalog.source.options import SourceOptionError, SourceOptions, parse_source_options
 from kafkalog.errors import KafkalogError
 from kafkalog.source.scan_plan import (Bounds, PartitionRange, ScanTask, aborted_in, check_listing, check_range,
@@ -242,23 +248,45 @@ def run_task(options: SourceOptions, task: ScanTask, target: pa.Schema) -> Itera
     return read_task(task, target, metrics_dir=options.metrics_dir, include_control=options.include_control_records)
 
 
+class AsOfTaskPartition(InputPartition):
+    """One partition of an as-of table (``asOf`` / ``asOfOffsets``): read whole by one task."""
+
+    def __init__(self, part: AsOfPartition):
+        super().__init__(None)
+        self.part = part
+
+
+def read_as_of(options: SourceOptions, part: AsOfPartition, target: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """A task of an as-of read: the partition's key map, then its winning records (``kafkalog.source.as_of_table``)."""
+    for batch in partition_rows(part, map_bytes=options.as_of_map_bytes, window_bytes=TASK_WINDOW_BYTES,
+                                threads=TASK_DECODE_THREADS):
+        yield shape(batch, target)
+
+
 class KafkalogReader(DataSourceReader):
     """Reads a plan made before it existed; it holds nothing a call can change. It does not override
     ``pushFilters`` (PySpark's default hands every filter back to Spark): see the module docstring for
     why no query's filters may shape what is read."""
 
-    def __init__(self, options: SourceOptions, schema: StructType, tasks: Tuple[ScanTask, ...]):
-        """``options`` the parsed options; ``schema`` the query's rows; ``tasks`` the plan made at load()."""
+    def __init__(self, options: SourceOptions, schema: StructType, tasks: Tuple[ScanTask, ...],
+                 as_of: Tuple[AsOfPartition, ...] = ()):
+        """``options`` the parsed options; ``schema`` the query's rows; ``tasks`` the plan made at load();
+        ``as_of``: with asOf / asOfOffsets, the partitions of the as-of table (then ``tasks`` is empty)."""
         from pyspark.sql.pandas.types import to_arrow_schema
 
         self.options = options
         self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
         self.tasks = tasks
+        self.as_of = as_of
 
     def partitions(self):
+        if self.options.as_of is not None:
+            return [AsOfTaskPartition(p) for p in self.as_of if p.pieces] or [TaskPartition(ScanTask(()))]
         return [TaskPartition(t) for t in self.tasks] or [TaskPartition(ScanTask(()))]
 
-    def read(self, partition: TaskPartition):
+    def read(self, partition):
+        if isinstance(partition, AsOfTaskPartition):
+            return read_as_of(self.options, partition.part, self.arrow_schema)
         return run_task(self.options, partition.task, self.arrow_schema)
 
 
@@ -379,6 +407,7 @@ class KafkalogDataSource(DataSource):
         # dirs refute (an assigned partition not there, data loss).
         self.batch_error: Optional[Exception] = None
         self.batch_tasks: Tuple[ScanTask, ...] = ()
+        self.as_of: Tuple[AsOfPartition, ...] = ()
         try:
             self.parsed = parse_source_options(dict(options))
         except SourceOptionError as exc:
@@ -386,7 +415,10 @@ class KafkalogDataSource(DataSource):
             self.parsed = parse_source_options(dict(options), streaming=True)
             return
         try:
-            self.batch_tasks = tuple(plan_scan(self.parsed, Bounds(), parallelism=os.cpu_count() or 1))
+            if self.parsed.as_of is not None:
+                self.as_of = tuple(plan_as_of(self.parsed).partitions)
+            else:
+                self.batch_tasks = tuple(plan_scan(self.parsed, Bounds(), parallelism=os.cpu_count() or 1))
         except (KafkalogError, OSError) as exc:     # SourceOptionError is a KafkalogError
             self.batch_error = exc
 
@@ -400,7 +432,7 @@ class KafkalogDataSource(DataSource):
     def reader(self, schema: StructType) -> KafkalogReader:
         if self.batch_error is not None:
             raise self.batch_error
-        return KafkalogReader(self.parsed, schema, self.batch_tasks)
+        return KafkalogReader(self.parsed, schema, self.batch_tasks, self.as_of)
 
     def streamReader(self, schema: StructType) -> KafkalogStreamReader:
         return KafkalogStreamReader(parse_source_options(dict(self.options), streaming=True), schema)

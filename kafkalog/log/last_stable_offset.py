@@ -26,6 +26,20 @@ def replay_below(segments: Sequence[Tuple[int, str]], upper: int) -> Tuple[int, 
         segments: (base offset, .log path) of each segment, in offset order.
         upper: the bound (exclusive), the high watermark for a client's view.
     """
+    aborted, still_open = transactions_below(segments, upper)
+    return min([upper] + list(still_open.values())), aborted
+
+
+def transactions_below(segments: Sequence[Tuple[int, str]],
+                       upper: int) -> Tuple[Tuple[AbortedTxn, ...], Dict[int, int]]:
+    """(aborted transactions, {producer id: first offset} of the transactions still open) of the
+    batches below ``upper``: open = a transactional data batch below ``upper`` and no marker of its
+    producer after it below ``upper`` (the as-of tables drop those, ``kafkalog.source.as_of``).
+
+    Parameters:
+        segments: (base offset, .log path) of each segment, in offset order.
+        upper: the bound (exclusive).
+    """
     columns: Dict[str, list] = {k: [] for k in ("base_offset", "producer_id", "is_transactional", "is_control",
                                                 "control_type")}
     for base_offset, log in segments:
@@ -53,4 +67,4 @@ def replay_below(segments: Sequence[Tuple[int, str]], upper: int) -> Tuple[int, 
         columns["is_control"].extend(ctrl.tolist())
         columns["control_type"].extend(types.tolist())
     aborted, still_open = replay_transactions(batches={k: np.asarray(v) for k, v in columns.items()})
-    return min([upper] + list(still_open.values())), tuple(aborted)
+    return tuple(aborted), dict(still_open)

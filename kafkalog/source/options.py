@@ -24,6 +24,8 @@ Ours (no Kafka counterpart): ``path`` / ``logDirs`` (comma-separated log dirs), 
 ``kafkalog.exportDir`` (the export job's: each task writes its rows as Parquet files there, one per topic,
 and the query's rows are those files — path, topic, partition, rows, offsets — so records never pass
 through the JVM),
+``asOf`` / ``asOfOffsets`` / ``asOfIncomplete`` / ``kafkalog.asOfMapBytes`` (the topic as a table as of a time or
+offsets, one row per live key: ``kafkalog.source.as_of``),
 ``maxPartitionBytes`` (bytes of ``.log`` per input partition), ``kafkalog.metricsDir`` (each task writes
 the bytes of ``.log`` it read there, for benchmarks), ``kafkalog.pushdown`` (only ``false`` is accepted: a
 query's filters never prune — see ``udfs.kafkalog_source`` for why — and ``true`` is refused rather than
@@ -64,8 +66,15 @@ KNOWN_OPTIONS = frozenset(o.lower() for o in (
     "startingOffsetsByTimestampStrategy", "failOnDataLoss", "minPartitions", "includeHeaders",
     "includeBatchColumns", "maxPartitionBytes", "kafkalog.metricsDir", "kafkalog.pushdown",
     "maxOffsetsPerTrigger", "includeControlRecords", "kafkalog.dataLossDir", "kafkalog.exportDir",
+    "asOf", "asOfOffsets", "asOfIncomplete", "kafkalog.asOfMapBytes",
 ))
 ENDING_OPTIONS = ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp")
+# ours: a compacted topic as a table as of a time or offsets (kafkalog.source.as_of)
+AS_OF_INCOMPLETE = ("error", "warn")
+AS_OF_EXCLUSIVE = ("startingOffsets", "endingOffsets", "startingTimestamp", "endingTimestamp",
+                   "startingOffsetsByTimestamp", "endingOffsetsByTimestamp", "includeControlRecords",
+                   "kafkalog.exportDir")
+DEFAULT_AS_OF_MAP_BYTES = 1 << 30
 
 
 class SourceOptionError(KafkalogError):
@@ -105,6 +114,9 @@ class SourceOptions:
     include_control_records: bool = False            # ours: control batches' records as rows (isControl=true)
     data_loss_dir: Optional[str] = None              # ours, streaming: each data-loss event as a JSON file there
     export_dir: Optional[str] = None                 # ours: tasks write the rows as Parquet there, yield file rows
+    as_of: Optional[OffsetSpec] = None               # ours: the table as of a time (timestamp) or offsets
+    as_of_incomplete: str = "error"                  # ours: error | warn when compaction took the history needed
+    as_of_map_bytes: int = DEFAULT_AS_OF_MAP_BYTES   # ours: the key map's budget per partition
 
     @property
     def read_committed(self) -> bool:
@@ -307,7 +319,10 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool = False)
                    "pruning by a query's filters is off for good: PySpark 4.2 reuses a DataFrame's planned read "
                    "for its later queries, so a read pruned for one query would answer the next; narrow the "
                    "read with assign, startingOffsets/endingOffsets or startingTimestamp/endingTimestamp")
+    as_of = _as_of_spec(opts, streaming=streaming)
     return SourceOptions(
+        as_of=as_of, as_of_incomplete=_as_of_incomplete(opts),
+        as_of_map_bytes=_int(opts, "kafkalog.asOfMapBytes", minimum=1 << 16) or DEFAULT_AS_OF_MAP_BYTES,
         log_dirs=tuple(dirs), subscribe=subscribe, subscribe_pattern=pattern, assign=assign,
         starting=_offsets_spec(opts, "starting", streaming=streaming), ending=_offsets_spec(opts, "ending"),
         starting_by_timestamp_strategy=strategy,
@@ -324,3 +339,55 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool = False)
         data_loss_dir=str(opts["kafkalog.datalossdir"]) if opts.get("kafkalog.datalossdir") else None,
         export_dir=str(opts["kafkalog.exportdir"]) if opts.get("kafkalog.exportdir") else None,
     )
+
+
+def _as_of_spec(opts: Mapping[str, str], *, streaming: bool) -> Optional[OffsetSpec]:
+    """``asOf`` (epoch ms or ISO-8601) or ``asOfOffsets`` (per-partition JSON, -2 / -1 allowed) as a
+    timestamp / offsets spec; None when neither is given. They exclude each other and the options that
+    would shape the same read another way (the starting / ending ones, control records, exportDir), and a
+    stream (a table as of a moment is a batch answer)."""
+    given = [n for n in ("asOf", "asOfOffsets") if n.lower() in opts]
+    if not given:
+        for name in ("asOfIncomplete", "kafkalog.asOfMapBytes"):
+            if name.lower() in opts:
+                raise SourceOptionError(f"option {name}: only with asOf or asOfOffsets")
+        return None
+    if len(given) > 1:
+        raise SourceOptionError("options asOf, asOfOffsets: give one (a time, or offsets per partition)")
+    if streaming:
+        raise SourceOptionError(f"option {given[0]}: a table as of a moment is a batch read "
+                                "(spark.read, not spark.readStream)")
+    clash = [n for n in AS_OF_EXCLUSIVE if n.lower() in opts]
+    if clash:
+        raise SourceOptionError(f"option {given[0]} with {', '.join(clash)}: the as-of table reads every record "
+                                "below each partition's cut and nothing else; leave those out")
+    if str(opts.get("kafka.isolation.level", READ_COMMITTED)).strip().lower() != READ_COMMITTED:
+        raise SourceOptionError(f"option {given[0]} with kafka.isolation.level={opts['kafka.isolation.level']}: an "
+                                "as-of table is what a read_committed consumer holds (aborted and open "
+                                "transactions never count); leave the option out or set read_committed")
+    if given[0] == "asOf":
+        from kafkalog.lookup.time_spec import parse_epoch_ms
+
+        raw = str(opts["asof"])
+        try:
+            ts = parse_epoch_ms(raw)
+        except ValueError as exc:
+            raise _bad("asOf", raw, str(exc)) from None
+        if ts < 0:
+            raise _bad("asOf", raw, "must be a time at or after 1970-01-01T00:00:00Z")
+        return OffsetSpec(KIND_TIMESTAMP, timestamp=ts)
+    raw = str(opts["asofoffsets"])
+    offsets = parse_partition_json("asOfOffsets", raw)
+    if not offsets:
+        raise _bad("asOfOffsets", raw, "names no partition")
+    for (topic, partition), off in offsets.items():
+        if off < EARLIEST:
+            raise _bad("asOfOffsets", raw, f"{topic}-{partition}: {off} is neither an offset nor -2/-1")
+    return OffsetSpec(KIND_OFFSETS, offsets=offsets)
+
+
+def _as_of_incomplete(opts: Mapping[str, str]) -> str:
+    value = str(opts.get("asofincomplete", "error")).strip().lower()
+    if value not in AS_OF_INCOMPLETE:
+        raise _bad("asOfIncomplete", value, "must be error or warn")
+    return value

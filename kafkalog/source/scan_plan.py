@@ -459,7 +459,7 @@ def check_subscribed_topics(options: SourceOptions, found: set, all_topics) -> N
                             f"{', '.join(options.log_dirs)}{hints}; topics there: {', '.join(held[:20]) or 'none'}")
 
 
-def _all_topics(options: SourceOptions) -> set:
+def all_topics(options: SourceOptions) -> set:
     return {pdir.topic for log_dir in scan_log_dirs(options.log_dirs) for pdir in log_dir.partitions
             if pdir.kind == LIVE}
 
@@ -586,7 +586,7 @@ def plan_scan(options: SourceOptions, bounds: Bounds, *, parallelism: int) -> Li
     that only the log dirs can reveal (a partition not found, data loss)."""
     listed = list_partitions(options)
     check_listing(options, [TopicPartition(p.topic, p.partition) for _, p in listed])
-    check_subscribed_topics(options, {p.topic for _, p in listed}, lambda: _all_topics(options))
+    check_subscribed_topics(options, {p.topic for _, p in listed}, lambda: all_topics(options))
     if bounds.empty:
         return []
     cache: Dict[str, object] = {}
