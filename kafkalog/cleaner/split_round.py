@@ -70,6 +70,7 @@ from kafkalog.log.local_log import collect_aborted_transactions
 from kafkalog.log.segment import LogSegment
 
 _TXN_OR_CONTROL = rb.TRANSACTIONAL_FLAG_MASK | rb.CONTROL_FLAG_MASK
+SLICE_SPREAD = 4.0                 # standard deviations of a slice's key count its map is planned to absorb
 KEY_SAMPLE_WINDOWS = 2             # windows of the dirty range decoded to sample the keys' length
 
 
@@ -201,14 +202,18 @@ def slices_needed(plan: PartitionPlan, walk, *, budget: int, load_factor: float,
                   ) -> Tuple[int, Optional[float]]:
     """Hash slices whose maps each fit ``budget``: 1 when the dirty range's records fit one map, else
     the distinct keys counted (HyperLogLog, one keys-only walk) x ``SLICE_HEADROOM`` over the keys one
-    map holds with tails as long as the sampled keys'. Returns (slices, estimated keys or None)."""
+    map holds with tails as long as the sampled keys', and enough that a slice's count (about its mean
+    as a Poisson count) stays ``SLICE_SPREAD`` standard deviations below that. Returns (slices, estimated keys or None)."""
     m = KeyMap(budget, load_factor, weak_hash=weak_hash, max_records=walk.records)
     tail = _mean_key_tail(plan, walk)
     per_map = max(min(m.max_keys, int(budget / (SLOT_BYTES + load_factor * tail) * load_factor)), 1)
     if walk.records <= per_map:
         return 1, None
     estimate = count_distinct_keys(plan, walk, m, max_batch_bytes(plan.config))
-    return max(1, math.ceil(estimate * SLICE_HEADROOM / per_map)), estimate
+    # a slice's keys vary about their mean as a Poisson count: the mean is kept SLICE_SPREAD standard
+    # deviations below what a map holds (it matters for small maps; large ones take SLICE_HEADROOM's)
+    mean = ((math.sqrt(SLICE_SPREAD ** 2 + 4 * per_map) - SLICE_SPREAD) / 2) ** 2
+    return max(1, math.ceil(estimate * SLICE_HEADROOM / per_map), math.ceil(estimate / max(mean, 1.0))), estimate
 
 
 def plan_split_round(plan: PartitionPlan, *, broker: BrokerConfig = BrokerConfig(),
