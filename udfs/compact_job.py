@@ -176,7 +176,12 @@ def compact_folders(spark, folders: Sequence[Tuple[str, str]], *, configs, now: 
         big = [df for df in folders if not explain.get(df[1]) and _log_bytes(df[1]) >= threshold]
         rest = [df for df in folders if df not in big]
         rows = compact_folders(spark, rest, configs=configs, now=now, dry_run=dry_run, explain=explain)
-        return rows + compact_split(spark, big, configs=configs, now=now, options=options, threshold=threshold)
+        try:
+            return rows + compact_split(spark, big, configs=configs, now=now, options=options, threshold=threshold)
+        except Exception:
+            if interrupts.received() is None:
+                raise
+            return rows + [interrupted_row(log_dir, folder) for log_dir, folder in big]
     return _one_task_each(spark, folders, configs=configs, now=now, options=options, dry_run=dry_run, explain=explain)
 
 

@@ -21,6 +21,7 @@ recover`` (a broker's startup) drops.
 """
 from __future__ import annotations
 
+import os
 import pickle
 import time
 from typing import Callable, Dict, Iterator, List, Sequence, Tuple
@@ -28,12 +29,13 @@ from typing import Callable, Dict, Iterator, List, Sequence, Tuple
 import pyarrow as pa
 
 from kafkalog.cleaner.clean_options import CleanOptions
-from kafkalog.cleaner.partition_run import SplitStart, run_or_split_partition
+from kafkalog.cleaner.partition_run import ERROR, OUTCOME_FAILED, CompactionRow, SplitStart, run_or_split_partition
 from kafkalog.cleaner.split_round import (GroupDone, SliceBits, clean_split_group, discard_split_round, merge_bits,
                                           slice_bits, swap_in_split_round)
 from kafkalog.errors import KafkalogError
 from kafkalog.fs.durable import fenced
 from kafkalog.fs.lock import held_fences
+from kafkalog.row_types import as_row
 
 PAYLOAD = pa.schema([("task", pa.int64()), ("payload", pa.binary())])
 _FAILED = "failed"
@@ -103,8 +105,11 @@ def compact_split(spark, folders: Sequence[Tuple[str, str]], *, configs, now: in
             splits.append((log_dir, answer))
         elif isinstance(answer, dict):
             rows.append(answer)
-        else:            # run_partition reports its own errors: this is the task's own failure
-            raise KafkalogError(f"the plan task of {folder} failed: {_failed(answer)}")
+        else:            # run_or_split_partition reports its data's errors: this is the task's own failure
+            topic, _, number = os.path.basename(folder).rpartition("-")
+            rows.append(as_row(CompactionRow(log_dir=log_dir, partition_dir=folder, topic=topic or folder,
+                                             partition=int(number) if number.isdigit() else -1, status=ERROR,
+                                             outcome=OUTCOME_FAILED, reason=f"the plan task failed: {_failed(answer)}")))
     if not splits:
         return rows
     # map: (partition, slice)
