@@ -30,6 +30,10 @@ Measured, in this order, in one run:
 5. budget: the job on *distinct* with ``log.cleaner.dedupe.buffer.size`` = 2 × 32 MiB (two task
    slots: 32 MiB per task): passes, exact survivors, the Python worker's peak RSS.
 
+``--split-only`` (issue 34): one *mixed* partition by the job on local[2], in one task (``--split never``)
+and split across both cores (``--split always``), ``segment.bytes`` 48 MiB: the compact stage's wall
+time (``summary.stage_s``) one-task ÷ split (target ≥ 1.6), same bytes (``measure_split``).
+
 Targets (issue 15): single ≥ 0.5 × decode; job net ≥ 0.6 × cores × single; job output = single's;
 distinct: more than one pass, exact, worker peak RSS ≤ budget + 256 MiB.
 
@@ -357,13 +361,40 @@ def check_distinct(work: Path, upper: int) -> dict:
 
 # --- the run -----------------------------------------------------------------------------------
 
+def measure_split(mixed: Path) -> dict:
+    """Issue 34: one *mixed* partition cleaned by the job on local[2] in one task (``--split never``)
+    and split across the two cores (``--split always``: hash-slice tasks, one task per segment group,
+    the driver's swap-in), ``segment.bytes`` = the data's 48 MiB segments (so the round has several
+    groups, as a broker rolling at that size would have); the ratio of the compact stage's wall time
+    (``summary.stage_s``: no JVM start or exit), never ÷ always. Same bytes required."""
+    src = ROOT / "compact15-work" / "split-src"
+    shutil.rmtree(src, ignore_errors=True)
+    first = sorted(p.name for p in mixed.iterdir() if p.is_dir())[0]
+    shutil.copytree(mixed, src, ignore=lambda d, names: [n for n in names if Path(d) == mixed and
+                                                         (mixed / n).is_dir() and n != first])
+    extra = ("--topic-config", f"{TOPIC}:segment.bytes={SEGMENT_BYTES}")
+    load = os.getloadavg()
+    one = run_job(src, "split-never", extra=(*extra, "--split", "never"))
+    two = run_job(src, "split-always", extra=(*extra, "--split", "always"))
+    rep = json.loads((Path(two["work"]).parent / "split-always.json").read_text())
+    row = next(p for p in rep["partitions"] if p["status"] == "cleaned")
+    return dict(partition=first, bytes=one["bytes"], one_task_stage_s=one["stage_s"], split_stage_s=two["stage_s"],
+                ratio=one["stage_s"] / two["stage_s"], slices=row["split_slices"], groups=row["groups"],
+                equal=_tree(Path(one["work"])) == _tree(Path(two["work"])), load_before=load,
+                load_after=os.getloadavg(), memory_split=two["memory"], memory_one=one["memory"])
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="compaction benchmark (see the module docstring)")
     ap.add_argument("--reps", type=int, default=1, help="repeat decode, single and job this many times")
     ap.add_argument("--skip-distinct", action="store_true")
     ap.add_argument("--json", metavar="PATH")
     ap.add_argument("--readme", metavar="PATH")
+    ap.add_argument("--split-only", action="store_true", help="only issue 34's split measurement (measure_split)")
     args = ap.parse_args(argv)
+    if args.split_only:
+        print(json.dumps(measure_split(ensure_data("mixed")), default=str, indent=1), flush=True)
+        return 0
     mixed, tiny = ensure_data("mixed"), ensure_data("tiny")
     distinct = None if args.skip_distinct else ensure_data("distinct")
     load0 = os.getloadavg()

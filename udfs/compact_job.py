@@ -39,6 +39,7 @@ from kafkalog.fs.filesystem import refuse_uris
 from kafkalog.fs.lock import held_fences
 
 from udfs import delta_tables, interrupts
+from udfs.compact_split import compact_split
 from udfs.job import EXIT_OK, EXIT_PARTIAL, add_config_arguments, add_html_argument, base_parser, locked_log_dirs, parse_time_ms, progress, start_job, table_path, write_html, write_report
 from kafkalog.config import did_you_mean
 from kafkalog.errors import UsageError
@@ -54,6 +55,7 @@ DESCRIPTION = ("Compact every compacted partition of the log dirs as Kafka's log
                "report.")
 
 ROW_SCHEMA = arrow_schema(CompactionRow)
+SPLIT_THRESHOLD_BYTES = 1 << 30  # --split auto: a partition with this many cleanable bytes is split across tasks
 
 @dataclass
 class CompactionAuditRow:
@@ -120,9 +122,26 @@ def build_parser():
                         help="Delta table to append one row per partition to")
     parser.add_argument("--explain", action="append", default=[], type=_explain_target,
                         metavar="TOPIC:PARTITION:OFFSET", help="print why that record was kept or removed (repeatable)")
+    parser.add_argument("--split", choices=("auto", "always", "never"), default="auto",
+                        help="split one partition's round across tasks — the key map in hash-slice tasks, each "
+                             "segment group recopied in its own task, one swap-in — when its cleanable bytes reach "
+                             "--split-threshold-bytes (auto), for every partition (always), or never (default: auto)")
+    parser.add_argument("--split-threshold-bytes", type=_byte_count, default=SPLIT_THRESHOLD_BYTES, metavar="N",
+                        help=f"cleanable bytes from which --split auto splits a partition (default: "
+                             f"{SPLIT_THRESHOLD_BYTES:,}, 1 GiB)")
     add_html_argument(parser)
     add_config_arguments(parser)
     return parser
+
+
+def _byte_count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of bytes") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: a number of bytes is >= 0")
+    return value
 
 
 # --- the stage: one task per partition folder ----------------------------------------------
@@ -141,15 +160,35 @@ def map_budget_per_task(spark, configs) -> int:
 
 
 def compact_folders(spark, folders: Sequence[Tuple[str, str]], *, configs, now: int, dry_run: bool,
-                    explain: Dict[str, List[int]]) -> List[dict]:
+                    explain: Dict[str, List[int]], split: str = "never",
+                    split_threshold_bytes: int = SPLIT_THRESHOLD_BYTES) -> List[dict]:
     """Run every folder's round, one task per folder, largest first: the report rows. The tasks are
     the partitions of ``spark.range`` (built in the JVM), each folder found by its index in the list
-    the task's function carries: no Python stage before this one, so one Python daemon serves the job."""
-    from pyspark.sql.pandas.types import from_arrow_schema
-
+    the task's function carries: no Python stage before this one, so one Python daemon serves the job.
+    ``split`` (auto / always / never): folders whose .log bytes reach ``split_threshold_bytes`` (every
+    folder: always) are planned in one task each and, when their cleanable bytes reach it too, cleaned
+    by ``compact_split`` (a round split across tasks); the others as before."""
     if not folders:
         return []
     options = CleanOptions(dry_run=dry_run, map_budget_bytes=map_budget_per_task(spark, configs))
+    if split != "never":
+        threshold = 0 if split == "always" else split_threshold_bytes
+        big = [df for df in folders if not explain.get(df[1]) and _log_bytes(df[1]) >= threshold]
+        rest = [df for df in folders if df not in big]
+        rows = compact_folders(spark, rest, configs=configs, now=now, dry_run=dry_run, explain=explain)
+        try:
+            return rows + compact_split(spark, big, configs=configs, now=now, options=options, threshold=threshold)
+        except Exception:
+            if interrupts.received() is None:
+                raise
+            return rows + [interrupted_row(log_dir, folder) for log_dir, folder in big]
+    return _one_task_each(spark, folders, configs=configs, now=now, options=options, dry_run=dry_run, explain=explain)
+
+
+def _one_task_each(spark, folders, *, configs, now: int, options: CleanOptions, dry_run: bool,
+                   explain: Dict[str, List[int]]) -> List[dict]:
+    from pyspark.sql.pandas.types import from_arrow_schema
+
     order = sorted(folders, key=lambda df: -_log_bytes(df[1]))
 
     fences = held_fences()       # the driver's locks: a worker changes nothing once they are gone
@@ -253,7 +292,8 @@ def main(argv: Sequence[str], *, spark=None) -> int:
         progress(f"{'dry-run of' if args.dry_run else 'compacting'} {len(folders)} folders in {len(usable)} "
                  f"log dir(s) as of {format_epoch_ms(now)}, one task per folder")
         stage_started = time.monotonic()
-        rows = compact_folders(spark, folders, configs=configs, now=now, dry_run=args.dry_run, explain=asked)
+        rows = compact_folders(spark, folders, configs=configs, now=now, dry_run=args.dry_run, explain=asked,
+                               split=args.split, split_threshold_bytes=args.split_threshold_bytes)
         stage_s = time.monotonic() - stage_started
 
     partitions = sorted((finish_row(r) for r in rows), key=lambda p: (p["log_dir"], p["topic"], p["partition"]))

@@ -28,6 +28,7 @@ Modules, one Kafka concept each:
 * ``clean_options``        how a round runs (CleanOptions: dry run, lock, reasons, budgets, engine)
 * ``cleaner``              one round end to end: map pass, recopy of each group, then swap-in (Cleaner.doClean/cleanSegments)
 * ``partition_run``        one partition's round as a job runs it, and its report row (CompactionRow)
+* ``split_round``          one round split across tasks: hash slices' bitsets, groups recopied apart, one swap-in
   (the partition's offsets and the swap recovery live in ``kafkalog.log``: local_log, recover)
 """
 from kafkalog.cleaner.clean_options import CleanOptions

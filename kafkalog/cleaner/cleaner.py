@@ -505,3 +505,11 @@ def clean_log_dir(log_dir, *, configs: KafkaConfigs, now_ms: int,
         with lock_log_dir(log_dir):
             run()
     return results
+
+
+# The recopy of one group and the swap-in's failure handling, for a round whose groups are recopied
+# in separate tasks and swapped in at once (``split_round``).
+clean_group = _clean_group
+os_error_text = _os_error_text
+stop_after_lost_fence = _stop_after_lost_fence
+recover_after_failed_swap = _recover_after_failed_swap

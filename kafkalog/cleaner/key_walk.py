@@ -540,3 +540,56 @@ def build_key_verdicts(plan, *, budget: int, load_factor: float, max_batch_bytes
 __all__ = ["KeyVerdicts", "WALK_COUNT", "WALK_FULL", "WALK_INSERT", "WALK_MALFORMED", "WALK_MARK", "WALK_OK",
            "WALK_START", "WalkBatches", "WalkBits", "WalkFrom", "WalkKeys", "WalkRecords", "bits_kernel", "walk_keys_kernel",
            "MAP_ALWAYS", "MAP_NEVER", "NO_BITS", "build_key_verdicts", "segment_ordinals"]
+
+
+# --- one hash slice on its own (``split_round``: a round's slices run as separate tasks) --------
+
+def dirty_walk(plan, first_ordinals: Dict[int, int]) -> _DirtyWalk:
+    """The map pass's batches: the dirty segments, the first from ``offsetIndex.lookup(firstDirty)``;
+    ``first_ordinals``: each recopied segment's first record's ordinal (``segment_ordinals``)."""
+    starts = [(s, start_position(s, plan.first_dirty_offset) if i == 0 else 0, first_ordinals[s.base_offset])
+              for i, s in enumerate(plan.dirty_segments())]
+    records = 0
+    for s, pos, _ in starts:
+        h = s.scan().headers
+        first = int(np.searchsorted(h.position, pos, side="left"))
+        records += int(np.maximum(h.recordsCount[first:].astype(np.int64), 0).sum())
+    return _DirtyWalk(starts, records)
+
+
+def insert_walk_marks(plan, recopied: Sequence[LogSegment], walk: _DirtyWalk, nbits: int) -> bool:
+    """Whether the insert walk may set the dirty records' bits as it goes (``build_key_verdicts``'
+    ``mark``): the range's ordinals fit, and no dirty batch lies before the walk's start."""
+    return nbits < MAX_MARKED_RECORDS and not _dirty_outside_walk(recopied, walk.segments, plan.first_dirty_offset)
+
+
+def count_distinct_keys(plan, walk: _DirtyWalk, m: KeyMap, max_batch_bytes: int) -> float:
+    """The dirty range's distinct keys, counted by HyperLogLog in one keys-only walk."""
+    registers = new_registers()
+    _insert_pass(plan, walk, m, 1, 0, max_batch_bytes, mode=WALK_COUNT, registers=registers)
+    return hll_estimate(registers)
+
+
+def slice_pass(plan, walk: _DirtyWalk, m: KeyMap, n_slices: int, s: int, *, recopied: Sequence[LogSegment],
+               first_ordinals: Dict[int, int], nbits: int, mark: bool, max_batch_bytes: int
+               ) -> Optional[Tuple[np.ndarray, np.ndarray]]:
+    """Hash slice ``s`` of ``n_slices`` alone, as one iteration of ``build_key_verdicts``' slice loop:
+    its keys into ``m`` (cleared first), then (found, superseded) bitsets over the ``nbits`` records of
+    the recopied range for the records whose keys are in this slice. None when the slice's keys do
+    not fit ``m``. The bits of several slices OR together into the round's."""
+    m.clear()
+    found, superseded = new_bitsets(nbits)
+    result = _insert_pass(plan, walk, m, n_slices, s, max_batch_bytes, bits=(found, superseded) if mark else None)
+    if not result.complete:
+        return None
+    if mark and not result.marked:           # bits the map would not give: mark every record by lookup
+        mark = False
+        found, superseded = new_bitsets(nbits)
+        m.clear()
+        _insert_pass(plan, walk, m, n_slices, s, max_batch_bytes)
+    _mark_pass(plan, recopied, first_ordinals, m, n_slices, s,
+               plan.first_dirty_offset if mark else plan.upper_bound_offset, found, superseded, max_batch_bytes)
+    return found, superseded
+
+
+__all__ += ["count_distinct_keys", "dirty_walk", "insert_walk_marks", "slice_pass"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Union
 
 from kafkalog.errors import KafkalogError
 from kafkalog.fs.names import KRAFT_METADATA_TOPIC, parse_partition_dir_name
@@ -21,6 +21,7 @@ from kafkalog.cleaner.clean_options import CleanOptions
 from kafkalog.cleaner.cleanable import NotCleanableReason
 from kafkalog.cleaner.cleaner import clean_partition
 from kafkalog.cleaner.plan import plan_partition
+from kafkalog.cleaner.split_round import SplitRound, plan_split_round
 from kafkalog.cleaner.results import (OUTCOME_DONE, OUTCOME_DRY_RUN, OUTCOME_FAILED, OUTCOME_NOT_NEEDED,
                                       PartitionCleanResult)
 from kafkalog.log.local_log import pending_swap_files
@@ -66,6 +67,7 @@ class _ResultColumns(_PlanColumns):
     map_budget: Optional[int] = None
     map_bytes: Optional[int] = None
     groups: Optional[Int32] = None
+    split_slices: Optional[Int32] = None            # the round was split: its map pass in this many hash-slice tasks
     bytes_removed: Optional[int] = None
     duration_s: Optional[float] = None
 
@@ -144,11 +146,44 @@ def _fill_result(row: CompactionRow, result: PartitionCleanResult, dry_run: bool
                map_budget=stats.budget if stats else None, map_bytes=stats.bytes if stats else None)
 
 
+@dataclass
+class SplitStart:
+    """A partition whose round is split across tasks (``split_round``): its row so far (the plan's
+    columns), the round's plan, and when its task started."""
+    row: CompactionRow
+    split: SplitRound
+    started: float
+
+    def finish(self, result: PartitionCleanResult, dry_run: bool, elapsed_s: float) -> dict:
+        """The report row once the round's swap-in (or its failure) is known."""
+        self.row.split_slices = self.split.slices
+        _fill_result(self.row, result, dry_run)
+        self.row.duration_s = round(elapsed_s, 3)
+        return as_row(self.row)
+
+    def fail(self, error: str, elapsed_s: float) -> dict:
+        """The report row of a split round that failed before its swap-in (nothing was changed)."""
+        self.row.update(status=ERROR, outcome=OUTCOME_FAILED, reason=error, split_slices=self.split.slices,
+                        groups=len(self.split.groups), duration_s=round(elapsed_s, 3))
+        return as_row(self.row)
+
+
 def run_partition(log_dir: str, folder: str, *, configs, now_ms: int, options: CleanOptions = CleanOptions(),
                   explain: Sequence[int] = ()) -> dict:
+    """``run_or_split_partition`` without a split: the partition's report row."""
+    row = run_or_split_partition(log_dir, folder, configs=configs, now_ms=now_ms, options=options, explain=explain)
+    assert isinstance(row, dict)
+    return row
+
+
+def run_or_split_partition(log_dir: str, folder: str, *, configs, now_ms: int, options: CleanOptions = CleanOptions(),
+                           explain: Sequence[int] = (), split_at_bytes: Optional[int] = None,
+                           min_slices: int = 1) -> Union[dict, SplitStart]:
     """Plan and (unless not cleanable) clean one partition folder; the caller holds the log dir's
     lock. Returns its report row (a ``CompactionRow`` as the plain dict the job moves and the JSON
-    report prints); never raises for a problem of this partition.
+    report prints); never raises for a problem of this partition. With ``split_at_bytes``, a
+    cleanable partition with at least that many cleanable bytes (and no ``explain``) is not cleaned
+    here: its split round is planned (``split_round.plan_split_round``) and returned as a ``SplitStart``.
 
     :param log_dir: the log dir (for the row).
     :param folder: the partition folder.
@@ -157,6 +192,8 @@ def run_partition(log_dir: str, folder: str, *, configs, now_ms: int, options: C
     :param options: how the round runs (``dry_run``, ``map_budget_bytes``, ``engine``...); the lock is
         the caller's and the reasons kept are those ``explain`` asks for.
     :param explain: offsets whose fate the row's ``explain`` says.
+    :param split_at_bytes: split the round of a partition with this many cleanable bytes or more.
+    :param min_slices: a split round's map pass in at least this many hash slices.
     """
     dry_run = options.dry_run
     options = replace(options, lock=False, record_decisions=set(explain) or False)
@@ -196,6 +233,10 @@ def run_partition(log_dir: str, folder: str, *, configs, now_ms: int, options: C
                            reason="segments hold v0/v1 messages; the legacy compaction rules are not implemented")
             else:
                 row.reason = _cleanable_reason(o, config)
+                if split_at_bytes is not None and not explain and o.cleanable_bytes >= split_at_bytes:
+                    split = plan_split_round(plan, broker=configs.broker, options=options, min_slices=min_slices)
+                    row.groups = len(split.groups)
+                    return SplitStart(row, split, started)
                 try:
                     result = clean_partition(folder, config=config, now_ms=now_ms, broker=configs.broker,
                                              options=options, plan=plan)
@@ -217,4 +258,5 @@ def run_partition(log_dir: str, folder: str, *, configs, now_ms: int, options: C
 
 
 __all__ = ["CLEANED", "COUNT_FIELDS", "CompactionRow", "ERROR", "OUTCOME_DONE", "OUTCOME_DRY_RUN", "PLAN_FIELDS", "RESULT_FIELDS",
-           "ROW_FIELDS", "SKIPPED", "WOULD_CLEAN", "run_partition"]
+           "ROW_FIELDS", "SKIPPED", "SplitStart", "WOULD_CLEAN", "run_or_split_partition",
+           "run_partition"]

@@ -73,6 +73,15 @@ def report_step(on_step: Optional[StepHook], step: str, path: Optional[Path]) ->
 
 
 def swap_in(directory: Path, g: GroupOutput, on_step: Optional[StepHook]) -> None:
+    """Steps a. to e. for one group: its ``.cleaned`` files written and verified, then installed."""
+    suffixes = write_cleaned(directory, g, on_step)
+    install_cleaned(directory, g.base_offset, [s.base_offset for s in g.sources], suffixes, on_step)
+
+
+def write_cleaned(directory: Path, g: GroupOutput, on_step: Optional[StepHook]) -> List[str]:
+    """Step a. for one group: ``<base>.log.cleaned`` (streamed already) closed and fsynced, its
+    ``.index``/``.timeindex`` (``.txnindex`` when an entry) written as ``.cleaned``, mtimes set to the
+    last source's, the .log re-read and verified. Returns the suffixes written (for ``install_cleaned``)."""
     base = g.base_offset
     mtime = g.sources[-1].mtime_ns
     offset_index, time_index = g.appender.finish()
@@ -94,29 +103,43 @@ def swap_in(directory: Path, g: GroupOutput, on_step: Optional[StepHook]) -> Non
     fsync_dir(directory)
     _verify_cleaned_log(g.sink.path, g.sink.size, g.sink.digest())
     report_step(on_step, STEP_CLEANED, directory / _name(base, "log", CLEANED_SUFFIX))
+    return [suffix for suffix in FILE_SUFFIXES if suffix in contents]
+
+
+def install_cleaned(directory: Path, base: int, source_bases: List[int], suffixes: List[str],
+                    on_step: Optional[StepHook]) -> None:
+    """Steps b. to e. for one group whose ``.cleaned`` files (``suffixes``) are written: ``.cleaned``
+    → ``.swap``, the sources' files → ``.deleted``, ``.swap`` → live, ``.deleted`` removed.
+
+    :param directory: the partition folder.
+    :param base: the cleaned segment's base offset.
+    :param source_bases: the base offsets of the segments it replaces, ascending.
+    :param suffixes: the ``.cleaned`` files there are (``write_cleaned``'s answer).
+    :param on_step: called after each step.
+    """
     # b. .cleaned -> .swap
     for suffix in FILE_SUFFIXES:
-        if suffix in contents:
+        if suffix in suffixes:
             target = directory / _name(base, suffix, SWAP_SUFFIX)
             durable.rename(directory / _name(base, suffix, CLEANED_SUFFIX), target)
             fsync_dir(directory)
             report_step(on_step, STEP_SWAP, target)
     # c. old segments -> .deleted (ascending), snapshots of the bases that disappear
     deleted: List[Path] = []
-    for seg in g.sources:
-        suffixes = list(FILE_SUFFIXES) + ([SNAPSHOT_SUFFIX] if seg.base_offset != base else [])
-        for suffix in suffixes:
-            src = directory / _name(seg.base_offset, suffix)
+    for source in source_bases:
+        all_suffixes = list(FILE_SUFFIXES) + ([SNAPSHOT_SUFFIX] if source != base else [])
+        for suffix in all_suffixes:
+            src = directory / _name(source, suffix)
             if not src.exists():
                 continue
-            target = directory / _name(seg.base_offset, suffix, DELETED_SUFFIX)
+            target = directory / _name(source, suffix, DELETED_SUFFIX)
             durable.rename(src, target)
             deleted.append(target)
             fsync_dir(directory)
             report_step(on_step, STEP_MARK_DELETED, target)
     # d. .swap -> live
     for suffix in FILE_SUFFIXES:
-        if suffix in contents:
+        if suffix in suffixes:
             target = directory / _name(base, suffix)
             durable.rename(directory / _name(base, suffix, SWAP_SUFFIX), target)
             fsync_dir(directory)

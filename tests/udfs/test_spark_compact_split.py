@@ -1,0 +1,43 @@
+"""``spark-submit.sh compact --split always`` on local[2]: every cleanable partition's round split
+across tasks (hash-slice tasks, a task per segment group, the driver's swap-in) writes the bytes the
+one-task path writes (``--split never``, which test_spark_compact shows equal to the single-process
+cleaner: compared with that here, one Spark run less), and the report says it was split and into
+how many slices and groups."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+pytest.importorskip("pyspark", reason="the Spark extra is not installed (pip install -e .[spark])")
+
+from kafkalog.cleaner import clean_log_dir  # noqa: E402
+from udfs import compact_job  # noqa: E402
+
+from test_spark_compact import NOW, build, job_args, local_configs, tree  # noqa: E402
+
+COUNTS = ("records_read", "records_kept", "records_superseded", "markers_removed", "bytes_written", "end_offset",
+          "map_size")
+
+
+def test_split_always_writes_the_bytes_of_split_never(spark, tmp_path):
+    dirs = build(tmp_path / "split")
+    shutil.copytree(tmp_path / "split", tmp_path / "local")
+    local = {}
+    for d in dirs:
+        for r in clean_log_dir(tmp_path / "local" / d.name, configs=local_configs(), now_ms=NOW):
+            local[(r.topic, r.partition)] = r
+    assert compact_job.main(job_args(dirs, "--split", "always", "--report", str(tmp_path / "s.json")),
+                            spark=spark) == 0
+    assert tree(tmp_path / "split") == tree(tmp_path / "local")
+    rows = {(p["topic"], p["partition"]): p for p in json.loads((tmp_path / "s.json").read_text())["partitions"]}
+    for tp, row in rows.items():
+        r = local.get(tp)
+        if r is not None and r.cleaned:
+            assert row["status"] == "cleaned" and row["split_slices"] == 2 and row["groups"] == len(r.groups)
+            assert {k: row[k] for k in COUNTS} == {k: r.audit()[k] for k in COUNTS}
+        else:
+            assert row["status"] == "skipped" and row["split_slices"] is None
+    assert sum(row["status"] == "cleaned" for row in rows.values()) == 3
+    assert any(row["groups"] > 1 for row in rows.values() if row["status"] == "cleaned")
