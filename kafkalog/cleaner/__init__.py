@@ -28,6 +28,9 @@ Modules, one Kafka concept each:
 * ``clean_options``        how a round runs (CleanOptions: dry run, lock, reasons, budgets, engine)
 * ``cleaner``              one round end to end: map pass, recopy of each group, then swap-in (Cleaner.doClean/cleanSegments)
 * ``partition_run``        one partition's round as a job runs it, and its report row (CompactionRow)
+* ``output_dir``           the round written to a new place (``compact --output-dir``): cleaned groups under
+                           their final names, the rest copied, per-partition manifests, resumable
+* ``output_tree``          the destination's files, local or any pyarrow.fs URI: streamed, read back, removed
   (the partition's offsets and the swap recovery live in ``kafkalog.log``: local_log, recover)
 """
 from kafkalog.cleaner.clean_options import CleanOptions

@@ -68,6 +68,7 @@ class _ResultColumns(_PlanColumns):
     groups: Optional[Int32] = None
     bytes_removed: Optional[int] = None
     duration_s: Optional[float] = None
+    output: Optional[str] = None                    # --output-dir: written / copied / skipped-complete / not written
 
 
 @dataclass(slots=True)
@@ -145,7 +146,7 @@ def _fill_result(row: CompactionRow, result: PartitionCleanResult, dry_run: bool
 
 
 def run_partition(log_dir: str, folder: str, *, configs, now_ms: int, options: CleanOptions = CleanOptions(),
-                  explain: Sequence[int] = ()) -> dict:
+                  explain: Sequence[int] = (), output=None) -> dict:
     """Plan and (unless not cleanable) clean one partition folder; the caller holds the log dir's
     lock. Returns its report row (a ``CompactionRow`` as the plain dict the job moves and the JSON
     report prints); never raises for a problem of this partition.
@@ -157,6 +158,7 @@ def run_partition(log_dir: str, folder: str, *, configs, now_ms: int, options: C
     :param options: how the round runs (``dry_run``, ``map_budget_bytes``, ``engine``...); the lock is
         the caller's and the reasons kept are those ``explain`` asks for.
     :param explain: offsets whose fate the row's ``explain`` says.
+    :param output: clean into this copy (``output_dir.PartitionOutput``), the folder only read.
     """
     dry_run = options.dry_run
     options = replace(options, lock=False, record_decisions=set(explain) or False)
@@ -198,9 +200,9 @@ def run_partition(log_dir: str, folder: str, *, configs, now_ms: int, options: C
                 row.reason = _cleanable_reason(o, config)
                 try:
                     result = clean_partition(folder, config=config, now_ms=now_ms, broker=configs.broker,
-                                             options=options, plan=plan)
+                                             options=options, plan=plan, output=output)
                 except MemoryError:
-                    if not dry_run and pending_swap_files(folder):   # never leave this round's temporary files
+                    if not dry_run and output is None and pending_swap_files(folder):   # never leave this round's temporary files
                         recover_partition(folder)
                     raise
                 _fill_result(row, result, dry_run)
