@@ -111,7 +111,7 @@ import os, signal, sys
 sys.path[:0] = {paths!r}
 from kafkalog.cleaner import output_dir
 def kill(point, name):
-    if (point, name) == ("group", {name!r}):
+    if (point, name) == ("copied", {name!r}):
         os.kill(os.getpid(), signal.SIGKILL)
 output_dir.FAULT_HOOK = kill
 from kafkalog.tools.cli import main
@@ -120,20 +120,25 @@ sys.exit(main({argv!r}))
 
 
 def test_sigkill_mid_partition_then_rerun_converges(built, tmp_path, capsys):
-    """SIGKILL after the first cleaned group of partition 0 was written (partition 1 not begun; 0 has
-    its .log and indexes of one group but no manifest); a complete partition's file is cut too. The
-    rerun rewrites both and writes the log dir's files: the bytes of in-place compaction."""
+    """SIGKILL once partition 1's files were all copied but before its manifest (partition 0 complete
+    before it); then a file of the complete partition 0 is cut short (a copy tampered with, or a
+    store that lost it). The rerun rewrites both and writes the log dir's files: the bytes of
+    in-place compaction."""
     src, segment_bytes, expected = built
     out = tmp_path / "out"
     argv = _argv(src, segment_bytes, "--output-dir", str(out))
-    code = subprocess.run([sys.executable, "-c", KILLER.format(paths=sys.path, name=f"{TOPIC}-0", argv=argv)],
+    code = subprocess.run([sys.executable, "-c", KILLER.format(paths=sys.path, name=f"{TOPIC}-1", argv=argv)],
                           cwd=os.getcwd(), timeout=120).returncode
     assert code == -signal.SIGKILL
-    assert list((out / f"{TOPIC}-0").glob("*.log")) and not (out / output_dir.MARKER_DIR / f"{TOPIC}-0.json").exists()
-    assert not (out / "meta.properties").exists()
+    marks = out / output_dir.MARKER_DIR
+    assert (marks / f"{TOPIC}-0.json").is_file() and not (marks / f"{TOPIC}-1.json").exists()
+    assert list((out / f"{TOPIC}-1").glob("*.log")) and not (out / "meta.properties").exists()
+    cut = out / f"{TOPIC}-0" / "00000000000000000000.log"
+    cut.write_bytes(cut.read_bytes()[:-10])
     assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert f"{TOPIC}-0: cleaned" in printed and "skipped-complete" not in printed
     assert _tree(out) == expected
-    capsys.readouterr()
 
 
 def test_refusals_touch_nothing(built, tmp_path, capsys):
