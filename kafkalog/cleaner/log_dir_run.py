@@ -100,6 +100,8 @@ def compact_log_dir(log_dir: os.PathLike | str, *, configs: KafkaConfigs, now_ms
     log_dir = os.fspath(log_dir)
     warnings = []
     if output_dir is not None:
+        if dry_run:
+            raise ValueError("a dry run writes nothing: dry_run and output_dir do not go together")
         return _compact_to(log_dir, output_dir, configs=configs, now_ms=now_ms, now_given=now_given, topics=topics,
                            explain=explain, started=started)
     if is_locked(log_dir):
