@@ -19,6 +19,10 @@ run (the tasks' cleaner calls are told so: ``lock=False``). A partition that fai
 counts nothing it did not swap in and leaves no temporary file; the others go on, and the job exits
 1. ``--dry-run`` computes everything and writes nothing in the log dirs; the report is written and,
 when ``--audit`` is given, the audit rows too, flagged ``dry_run``.
+
+``--output-dir DIR_OR_URI`` (one log dir): each task writes its folder's compacted copy there
+(``kafkalog.cleaner.output_dir``: the same round, the source only read, a manifest per partition
+written last), the driver the log dir's checkpoints at the end; a rerun finishes a killed run.
 """
 from __future__ import annotations
 

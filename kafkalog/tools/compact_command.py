@@ -33,7 +33,8 @@ def add_parser(subparsers) -> None:
                     "ratio is above min.cleanable.dirty.ratio (or max.compaction.lag.ms passed), one partition after "
                     "the other in this process, as Kafka's log cleaner would; the same rounds and JSON report as "
                     "`spark-submit.sh compact`. A log dir whose .lock a broker holds is refused (a --dry-run plans it "
-                    "with a warning). Exit 0 done, 1 some partition failed (its row says why; nothing of it "
+                    "with a warning). --output-dir writes the compacted copy elsewhere (a local folder or a URI) and "
+                    "only reads the log dir. Exit 0 done, 1 some partition failed (its row says why; nothing of it "
                     "changed), 2 bad arguments.")
     offline_job.add_common_arguments(p)
     p.add_argument("--dry-run", action="store_true", help="compute everything, change nothing")
