@@ -143,6 +143,7 @@ class PartitionOutput:
         for name, (size, crc) in self.files.items():
             self.tree.verify(self.rel(name), size, crc)
         self.tree.sync(self.name)
+        self.tree.sync()               # the folder's own entry in the log dir
 
 
 # --- one partition -----------------------------------------------------------------------------

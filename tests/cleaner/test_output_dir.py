@@ -21,7 +21,7 @@ from kafkalog.log.producer_snapshot import ProducerSnapshot, write_producer_snap
 from kafkalog.tools.cli import main
 
 from cleaner_model import TOPIC, data, write_partition
-from test_cleaner_crash import NOW, crash_log
+from cleaner.test_cleaner_crash import NOW, crash_log
 
 IGNORED = {".lock", output_dir.FINAL_MARKER}
 
