@@ -19,6 +19,10 @@ from kafkalog.format.record_batch import crc32c_update
 from kafkalog.fs import durable, filesystem
 
 COPY_CHUNK_BYTES = 8 << 20        # a copy or a read-back holds this much of a file at a time
+# A remote stream uploads its parts in the background and queues what it is given meanwhile: fed from
+# a local disk faster than the network takes it, it held 520 MiB of a 590 MB segment. Every this many
+# bytes the writer waits for the parts in flight (flush), which bounds that queue.
+REMOTE_FLUSH_BYTES = 32 << 20
 
 
 class TreeWriter:
@@ -30,6 +34,7 @@ class TreeWriter:
         self.remote = tree.remote
         self.size = 0
         self.crc = 0
+        self._flushed = 0
         if self.remote:
             fs, inner = filesystem.resolve(self.where)
             with filesystem.store_errors(self.where, "write"):
@@ -42,6 +47,9 @@ class TreeWriter:
         if self.remote:
             with filesystem.store_errors(self.where, "write"):
                 self._out.write(data)
+                if self.size + len(data) - self._flushed >= REMOTE_FLUSH_BYTES:
+                    self._out.flush()           # waits for the parts in flight: a bounded queue
+                    self._flushed = self.size + len(data)
         else:
             self._out.write(data)
         self.crc = crc32c_update(data, self.crc)
@@ -193,4 +201,4 @@ class OutputTree:
             durable.fsync_dir(self.path(rel) if rel else self.root)
 
 
-__all__ = ["COPY_CHUNK_BYTES", "OutputTree", "TreeWriter"]
+__all__ = ["COPY_CHUNK_BYTES", "OutputTree", "REMOTE_FLUSH_BYTES", "TreeWriter"]

@@ -164,10 +164,13 @@ def test_refusals_touch_nothing(built, tmp_path, capsys):
     assert os.listdir(live) == [".lock"]
 
 
-def test_s3_source_and_destination(built, s3_env, tmp_path, capsys):
-    """An s3:// log dir compacted into an s3:// copy (streamed both ways), downloaded: the in-place
-    bytes; in-place compaction of the URI is refused and names --output-dir."""
+def test_s3_source_and_destination(built, s3_env, tmp_path, capsys, monkeypatch):
+    """An s3:// log dir compacted into an s3:// copy (streamed both ways, the uploads flushed every few
+    bytes here), downloaded: the in-place bytes; in-place compaction of the URI is refused and names
+    --output-dir."""
     from pyarrow import fs
+    from kafkalog.cleaner import output_tree
+    monkeypatch.setattr(output_tree, "REMOTE_FLUSH_BYTES", 100)
     src, segment_bytes, expected = built
     uri = s3_env.upload(src, "kafkalog-outdir", "src")
     assert main(_argv(uri, segment_bytes)) == 2
