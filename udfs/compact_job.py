@@ -329,6 +329,11 @@ def start_output(args, log_dirs, now: int):
                          hint="run the job once per log dir, each with its own --output-dir")
     if is_locked(log_dirs[0]):       # a broker's files change while they are read: no consistent copy
         raise locked_refusal(log_dirs[0], doing="copying")
+    if getattr(args, "split", None) == "always":      # a split round swaps in place: never on the source
+        raise UsageError("--split always does not go with --output-dir: a split round swaps its output into the "
+                         "log dir itself", hint="drop --split (a copy cleans each partition in one task)")
+    if getattr(args, "split", None) is not None:
+        args.split = "never"
     return prepare_output(args.output_dir, os.fspath(log_dirs[0]), now_ms=now, now_given=args.now_ms is not None,
                           topics=topics_option(args.topics))
 
