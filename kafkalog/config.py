@@ -217,13 +217,10 @@ BROKER_CONFIGS: dict[str, BrokerKey] = {c.name: c for c in (
 
 OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC = "__consumer_offsets", "__transaction_state"
 
-# The topic configs Kafka sets on its internal topics when it creates them (stored with the topic in the
-# cluster metadata, so they are topic overrides, not broker defaults): ``__consumer_offsets`` as
-# ``GroupCoordinatorService.groupMetadataTopicConfigs`` (Kafka's ``GroupCoordinatorService.java``) and
-# ``__transaction_state`` as ``TransactionStateManager.transactionTopicConfigs`` (Kafka's
-# ``TransactionStateManager.scala``). Without them a log dir's ``__consumer_offsets`` would take the
-# broker's ``log.cleanup.policy`` (delete, 7 days) and a retention run would delete committed offsets
-# the broker keeps. value: a constant, or ``("broker", key)`` for a broker setting's value.
+# The topic configs Kafka sets on its internal topics when it creates them (topic overrides in the cluster
+# metadata): ``GroupCoordinatorService.groupMetadataTopicConfigs`` (Kafka's ``GroupCoordinatorService.java``),
+# ``TransactionStateManager.transactionTopicConfigs`` (``TransactionStateManager.scala``). Without them the
+# broker's delete default would let a retention run delete committed offsets. ``("broker", key)``: that setting.
 INTERNAL_TOPIC_CONFIGS: dict[str, dict[str, Any]] = {
     OFFSETS_TOPIC: {"cleanup.policy": (COMPACT,), "compression.type": "producer",
                     "segment.bytes": ("broker", "offsets.topic.segment.bytes")},

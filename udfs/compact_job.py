@@ -19,12 +19,17 @@ run (the tasks' cleaner calls are told so: ``lock=False``). A partition that fai
 counts nothing it did not swap in and leaves no temporary file; the others go on, and the job exits
 1. ``--dry-run`` computes everything and writes nothing in the log dirs; the report is written and,
 when ``--audit`` is given, the audit rows too, flagged ``dry_run``.
+
+``--output-dir DIR_OR_URI`` (one log dir): each task writes its folder's compacted copy there
+(``kafkalog.cleaner.output_dir``: the same round, the source only read, a manifest per partition
+written last), the driver the log dir's checkpoints at the end; a rerun finishes a killed run.
 """
 from __future__ import annotations
 
 import argparse
 import os
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
@@ -32,6 +37,7 @@ import pyarrow as pa
 
 from kafkalog.cleaner.clean_options import CleanOptions
 from kafkalog.cleaner.log_dir_run import compact_summary, explain_text, finish_row, summary_lines
+from kafkalog.cleaner.output_dir import finish_output, output_summary
 from kafkalog.cleaner.partition_run import CLEANED, ERROR, WOULD_CLEAN, CompactionRow, run_partition
 from kafkalog.row_types import Int32, TimestampMs, arrow_schema, as_row
 from kafkalog.fs.durable import fenced
@@ -131,6 +137,10 @@ def build_parser():
                              f"{SPLIT_THRESHOLD_BYTES:,}, 1 GiB)")
     add_html_argument(parser)
     add_config_arguments(parser)
+    parser.add_argument("--output-dir", metavar="DIR_OR_URI",
+                        help="write the compacted log dir there (a new or empty local folder, or any pyarrow.fs URI "
+                             "such as s3://bucket/prefix) and leave the log dir as it is (one log dir; it may be a "
+                             "URI too); a rerun after a kill finishes it")
     return parser
 
 
@@ -161,17 +171,21 @@ def map_budget_per_task(spark, configs) -> int:
 
 def compact_folders(spark, folders: Sequence[Tuple[str, str]], *, configs, now: int, dry_run: bool,
                     explain: Dict[str, List[int]], split: str = "never",
-                    split_threshold_bytes: int = SPLIT_THRESHOLD_BYTES) -> List[dict]:
+                    split_threshold_bytes: int = SPLIT_THRESHOLD_BYTES,
+                    output: Optional[Tuple[str, Optional[set]]] = None) -> List[dict]:
     """Run every folder's round, one task per folder, largest first: the report rows. The tasks are
     the partitions of ``spark.range`` (built in the JVM), each folder found by its index in the list
     the task's function carries: no Python stage before this one, so one Python daemon serves the job.
     ``split`` (auto / always / never): folders whose .log bytes reach ``split_threshold_bytes`` (every
     folder: always) are planned in one task each and, when their cleanable bytes reach it too, cleaned
-    by ``compact_split`` (a round split across tasks); the others as before."""
+    by ``compact_split`` (a round split across tasks); the others as before.
+    ``output``: (destination, the topics cleaned or None) — each task writes its folder's copy there
+    (``output_dir.run_partition_to``) and the folders of other topics are copied as they are; a split
+    round swaps into the log dir itself, so ``output`` never splits."""
     if not folders:
         return []
     options = CleanOptions(dry_run=dry_run, map_budget_bytes=map_budget_per_task(spark, configs))
-    if split != "never":
+    if split != "never" and output is None:
         threshold = 0 if split == "always" else split_threshold_bytes
         big = [df for df in folders if not explain.get(df[1]) and _log_bytes(df[1]) >= threshold]
         rest = [df for df in folders if df not in big]
@@ -182,11 +196,12 @@ def compact_folders(spark, folders: Sequence[Tuple[str, str]], *, configs, now: 
             if interrupts.received() is None:
                 raise
             return rows + [interrupted_row(log_dir, folder) for log_dir, folder in big]
-    return _one_task_each(spark, folders, configs=configs, now=now, options=options, dry_run=dry_run, explain=explain)
+    return _one_task_each(spark, folders, configs=configs, now=now, options=options, dry_run=dry_run, explain=explain,
+                          output=output)
 
 
 def _one_task_each(spark, folders, *, configs, now: int, options: CleanOptions, dry_run: bool,
-                   explain: Dict[str, List[int]]) -> List[dict]:
+                   explain: Dict[str, List[int]], output: Optional[Tuple[str, Optional[set]]] = None) -> List[dict]:
     from pyspark.sql.pandas.types import from_arrow_schema
 
     order = sorted(folders, key=lambda df: -_log_bytes(df[1]))
@@ -199,6 +214,15 @@ def _one_task_each(spark, folders, *, configs, now: int, options: CleanOptions, 
             rows = []
             for i in batch.column(0).to_pylist():
                 log_dir, folder = order[i]
+                if output is not None:
+                    from kafkalog.cleaner.output_dir import run_partition_to
+                    from kafkalog.log.logdir import topic_of_folder
+                    with fenced([fences.get(output[0])]):
+                        rows.append(run_partition_to(log_dir, folder, output[0], configs=configs, now_ms=now,
+                                                     options=options, explain=explain.get(folder, []),
+                                                     clean=output[1] is None or topic_of_folder(folder) in output[1]))
+                    counter.add(folder, rows[-1])
+                    continue
                 with fenced([fences.get(log_dir)]):
                     rows.append(run_partition(log_dir, folder, configs=configs, now_ms=now, options=options,
                                               explain=explain.get(folder, [])))
@@ -271,8 +295,10 @@ def _session_conf(master: Optional[str]) -> Dict[str, str]:
 
 def main(argv: Sequence[str], *, spark=None) -> int:
     args, configs, log_dirs, now, run_id, run_at, started = start_job(build_parser(), argv)
-    if not args.dry_run:
-        refuse_uris(log_dirs, "compact")
+    out = start_output(args, log_dirs, now) if args.output_dir is not None else None
+    now = out.now_ms if out is not None else now
+    if not args.dry_run and out is None:
+        refuse_uris(log_dirs, "compact", hint=OUTPUT_DIR_HINT)
     topics = topics_option(args.topics)
     if topics is not None and not topics:
         raise UsageError("--topics names no topic")
@@ -280,8 +306,9 @@ def main(argv: Sequence[str], *, spark=None) -> int:
     check_explain_targets(args.explain, partition_folders_of(log_dirs, topics))   # before any lock is taken
 
     note = "dry run only — a real run refuses it"
-    with locked_log_dirs(log_dirs, modifying=not args.dry_run, read_only_note=note) as (usable, refused):
-        folders = partition_folders_of(usable, topics)
+    with locked_log_dirs(log_dirs, modifying=not args.dry_run and out is None, read_only_note=note) as (usable, refused), \
+            output_locked(out):
+        folders = partition_folders_of(usable, None if out is not None else topics)   # a copy holds every folder
         spark = spark or build_session(f"kafkalog-{JOB}", master=args.master, conf=_session_conf(args.master))
         asked: Dict[str, List[int]] = {}
         for topic, partition, offset in args.explain:
@@ -292,9 +319,12 @@ def main(argv: Sequence[str], *, spark=None) -> int:
         progress(f"{'dry-run of' if args.dry_run else 'compacting'} {len(folders)} folders in {len(usable)} "
                  f"log dir(s) as of {format_epoch_ms(now)}, one task per folder")
         stage_started = time.monotonic()
-        rows = compact_folders(spark, folders, configs=configs, now=now, dry_run=args.dry_run, explain=asked,
-                               split=args.split, split_threshold_bytes=args.split_threshold_bytes)
+        rows = (out.rows if out is not None and out.rows is not None else
+                compact_folders(spark, folders, configs=configs, now=now, dry_run=args.dry_run, explain=asked,
+                                split=args.split, split_threshold_bytes=args.split_threshold_bytes,
+                                output=None if out is None else (out.out, topics)))
         stage_s = time.monotonic() - stage_started
+        unfinished = None if out is None else finish_output(out, log_dirs[0], rows)
 
     partitions = sorted((finish_row(r) for r in rows), key=lambda p: (p["log_dir"], p["topic"], p["partition"]))
     explained = [dict(topic=t, partition=n, offset=o, explanation=explain_text(t, n, o, rows, asked))
@@ -309,6 +339,8 @@ def main(argv: Sequence[str], *, spark=None) -> int:
     summary = compact_summary(partitions)
     summary.update(log_dirs_refused=refused, dry_run=bool(args.dry_run), now_ms=now,
                    duration_s=round(time.monotonic() - started, 3), stage_s=round(stage_s, 3))
+    if out is not None:
+        summary.update(output_summary(out, partitions, unfinished))
     report = dict(job=JOB, run_id=run_id, now_ms=now, dry_run=bool(args.dry_run), summary=summary,
                   partitions=partitions, explain=explained, audit=audit)
     if stopped:
@@ -320,8 +352,45 @@ def main(argv: Sequence[str], *, spark=None) -> int:
         done = summary["statuses"].get(WOULD_CLEAN if args.dry_run else CLEANED, 0)
         interrupts.note_finished(done, len(partitions), "would be compacted" if args.dry_run else "compacted",
                                  report=args.report)
-    failed = summary["statuses"].get(ERROR, 0) or refused
+    failed = summary["statuses"].get(ERROR, 0) or refused or summary.get("output_unfinished")
     return EXIT_PARTIAL if failed else EXIT_OK
+
+
+OUTPUT_DIR_HINT = ("compact it into a new place instead: --output-dir DIR_OR_URI writes the compacted copy (local or "
+                   "s3://...) and leaves this one as it is; or --dry-run to plan")
+
+
+def start_output(args, log_dirs, now: int):
+    """``--output-dir``: the checks (one log dir, not a dry run, the source not held by a broker) and the
+    destination's run, started or resumed (``output_dir.prepare_output``), before any Spark work."""
+    from kafkalog.cleaner.output_dir import prepare_output
+    from kafkalog.fs.lock import is_locked, locked_refusal
+    if args.dry_run:
+        raise UsageError("--dry-run writes nothing, --output-dir writes a copy: give one of them")
+    if len(log_dirs) != 1:
+        raise UsageError(f"--output-dir takes one log dir, not {len(log_dirs)}",
+                         hint="run the job once per log dir, each with its own --output-dir")
+    if is_locked(log_dirs[0]):       # a broker's files change while they are read: no consistent copy
+        raise locked_refusal(log_dirs[0], doing="copying")
+    if getattr(args, "split", None) == "always":      # a split round swaps in place: never on the source
+        raise UsageError("--split always does not go with --output-dir: a split round swaps its output into the "
+                         "log dir itself", hint="drop --split (a copy cleans each partition in one task)")
+    if getattr(args, "split", None) is not None:
+        args.split = "never"
+    return prepare_output(args.output_dir, os.fspath(log_dirs[0]), now_ms=now, now_given=args.now_ms is not None,
+                          topics=topics_option(args.topics))
+
+
+@contextmanager
+def output_locked(out):
+    """Hold a local destination's ``.lock`` while the tasks write there (their changes fenced by it)."""
+    from kafkalog.fs.filesystem import is_uri
+    from kafkalog.fs.lock import lock_log_dir
+    if out is None or is_uri(out.out):
+        yield
+        return
+    with lock_log_dir(out.out):
+        yield
 
 
 def _print_summary(report: dict) -> None:

@@ -29,6 +29,9 @@ Modules, one Kafka concept each:
 * ``cleaner``              one round end to end: map pass, recopy of each group, then swap-in (Cleaner.doClean/cleanSegments)
 * ``partition_run``        one partition's round as a job runs it, and its report row (CompactionRow)
 * ``split_round``          one round split across tasks: hash slices' bitsets, groups recopied apart, one swap-in
+* ``output_dir``           the round written to a new place (``compact --output-dir``): cleaned groups under
+                           their final names, the rest copied, per-partition manifests, resumable
+* ``output_tree``          the destination's files, local or any pyarrow.fs URI: streamed, read back, removed
   (the partition's offsets and the swap recovery live in ``kafkalog.log``: local_log, recover)
 """
 from kafkalog.cleaner.clean_options import CleanOptions

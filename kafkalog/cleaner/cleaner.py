@@ -288,8 +288,10 @@ def default_io_buffer_size(broker: BrokerConfig) -> int:
 
 def _clean_locked(partition_dir: Path, *, config: LogConfig, now_ms: int, broker: BrokerConfig,
                   options: CleanOptions, offset_map: Optional[OffsetMap] = None,
-                  plan: Optional[PartitionPlan] = None) -> PartitionCleanResult:
+                  plan: Optional[PartitionPlan] = None, output=None) -> PartitionCleanResult:
     dry_run, force, record_decisions = options.dry_run, options.force, options.record_decisions
+    if output is not None and dry_run:
+        raise ValueError("a dry run writes nothing: no output to write to")
     engine = resolve_engine(options.engine)
     try:
         topic, partition, kind = parse_partition_dir_name(partition_dir.name)
@@ -334,7 +336,8 @@ def _clean_locked(partition_dir: Path, *, config: LogConfig, now_ms: int, broker
         try:
             for idx in groups:
                 sources = [recopied[i] for i in idx]
-                sink = CleanedSink(None if dry_run else partition_dir / format_segment_file_name(sources[0].base_offset, "log", CLEANED_SUFFIX))
+                sink = (output.sink(sources[0].base_offset) if output is not None else   # output_dir: final names there
+                        CleanedSink(None if dry_run else partition_dir / format_segment_file_name(sources[0].base_offset, "log", CLEANED_SUFFIX)))
                 sinks.append(sink)
                 g = _clean_group(plan, sources, offset_map, io_size, result, record_decisions, sink, tracker,
                                  ordinals, engine)
@@ -344,6 +347,9 @@ def _clean_locked(partition_dir: Path, *, config: LogConfig, now_ms: int, broker
                                                  len(g.txn_entries), g.counts))
                 if dry_run:
                     g.appender.finish()          # raises here if the indexes could not be built
+                elif output is not None:         # written at once: one group's stream open at a time
+                    output.install(g)
+                    result.groups_committed += 1
                 else:
                     outputs.append(g)
         except BaseException:
@@ -351,6 +357,9 @@ def _clean_locked(partition_dir: Path, *, config: LogConfig, now_ms: int, broker
                 sink.discard()
             raise
         if dry_run:
+            return result
+        if output is not None:          # a copy elsewhere: no swap, and the caller writes the checkpoints
+            result.cleaned = True
             return result
         # Kafka swaps each group right after cleaning it; all groups were computed first here (their
         # .log.cleaned streamed to disk, which recovery drops) so that a problem found in any group
@@ -416,7 +425,7 @@ def _recover_after_failed_swap(partition_dir: Path, result: "PartitionCleanResul
 
 def clean_partition(partition_dir, *, config: LogConfig, now_ms: int, broker: BrokerConfig = BrokerConfig(),
                     options: CleanOptions = CleanOptions(), offset_map: Optional[OffsetMap] = None,
-                    plan: Optional[PartitionPlan] = None) -> PartitionCleanResult:
+                    plan: Optional[PartitionPlan] = None, output=None) -> PartitionCleanResult:
     """Clean one partition folder (one round). Refuses (``LogDirLockedError``) a log dir whose
     ``.lock`` another process holds, and holds that lock while it works (unless ``options.lock`` is
     False: the caller holds it in another process). Problems with the data are reported in
@@ -432,6 +441,8 @@ def clean_partition(partition_dir, *, config: LogConfig, now_ms: int, broker: Br
     :param options: how the round runs (``CleanOptions``: dry run, lock, reasons, budgets, engine).
     :param offset_map: a precomputed map (the Spark job's), instead of the round's map pass.
     :param plan: the partition's plan, when the caller made it already.
+    :param output: write the cleaned groups there instead of swapping them in (``output_dir.PartitionOutput``:
+        the partition folder is only read, and no checkpoint is written).
 
     Example::
 
@@ -446,7 +457,7 @@ def clean_partition(partition_dir, *, config: LogConfig, now_ms: int, broker: Br
 
     def run() -> PartitionCleanResult:
         return _clean_locked(partition_dir, config=config, now_ms=now_ms, broker=broker, options=options,
-                             offset_map=offset_map, plan=plan)
+                             offset_map=offset_map, plan=plan, output=output)
     if not options.lock:
         return run()
     if is_locked(log_dir):

@@ -75,7 +75,7 @@ def explain_text(topic: str, partition: int, offset: int, rows: List[dict], aske
 
 def compact_log_dir(log_dir: os.PathLike | str, *, configs: KafkaConfigs, now_ms: Optional[int] = None,
                     dry_run: bool = False, topics: Optional[set] = None,
-                    explain: Sequence[Tuple[str, int, int]] = ()) -> dict:
+                    explain: Sequence[Tuple[str, int, int]] = (), output_dir: Optional[str] = None) -> dict:
     """Compact every compacted partition of one log dir in this process, one partition after the
     other; returns the report the Spark job writes (``partitions``, ``summary``, ``explain``).
 
@@ -91,11 +91,19 @@ def compact_log_dir(log_dir: os.PathLike | str, *, configs: KafkaConfigs, now_ms
     :param dry_run: compute everything, change nothing
     :param topics: only these topics' folders (None: every folder)
     :param explain: (topic, partition, offset) records to explain (kept or removed, and why)
+    :param output_dir: write the compacted copy there (a local folder or a URI; ``output_dir``), the log
+        dir only read; a rerun after a kill finishes it
     """
     started = time.monotonic()
+    now_given = now_ms is not None
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     log_dir = os.fspath(log_dir)
     warnings = []
+    if output_dir is not None:
+        if dry_run:
+            raise ValueError("a dry run writes nothing: dry_run and output_dir do not go together")
+        return _compact_to(log_dir, output_dir, configs=configs, now_ms=now_ms, now_given=now_given, topics=topics,
+                           explain=explain, started=started)
     if is_locked(log_dir):
         if not dry_run:
             raise locked_refusal(log_dir, doing="compacting")
@@ -129,6 +137,48 @@ def compact_log_dir(log_dir: os.PathLike | str, *, configs: KafkaConfigs, now_ms
                 partitions=partitions, explain=explained, audit=None)
 
 
+def _asked(folders: Sequence[str], explain: Sequence[Tuple[str, int, int]]) -> Dict[str, List[int]]:
+    asked: Dict[str, List[int]] = {}
+    for topic, partition, offset in explain:
+        for folder in folders:
+            if os.path.basename(folder) == f"{topic}-{partition}":
+                asked.setdefault(folder, []).append(offset)
+    return asked
+
+
+def _compact_to(log_dir: str, out: str, *, configs: KafkaConfigs, now_ms: int, now_given: bool, topics: Optional[set],
+                explain: Sequence[Tuple[str, int, int]], started: float) -> dict:
+    """``compact_log_dir`` with ``output_dir``: every partition folder written to ``out`` (cleaned, or copied
+    as it is), then the log dir's files (``output_dir.finish_output``)."""
+    from contextlib import ExitStack
+    from kafkalog.cleaner.output_dir import finish_output, output_summary, prepare_output, run_partition_to
+    from kafkalog.fs import filesystem
+
+    if is_locked(log_dir):            # a broker's files change while they are read: no consistent copy
+        raise locked_refusal(log_dir, doing="copying")
+    run = prepare_output(out, log_dir, now_ms=now_ms, now_given=now_given, topics=topics)
+    folders = partition_folders(log_dir)
+    asked = _asked(folders, explain)
+    options = CleanOptions(map_budget_bytes=map_budget(configs.broker, concurrent_cleaners=1))
+    with ExitStack() as stack:
+        if not filesystem.is_uri(out):
+            stack.enter_context(lock_log_dir(out))
+            stack.enter_context(fenced(held_fences().values()))
+        rows = run.rows if run.rows is not None else [
+            run_partition_to(log_dir, folder, out, configs=configs, now_ms=run.now_ms, options=options,
+                             clean=topics is None or topic_of_folder(folder) in topics, explain=asked.get(folder, []))
+            for folder in folders]
+        problem = finish_output(run, log_dir, rows)
+    partitions = sorted((finish_row(r) for r in rows), key=lambda p: (p["topic"], p["partition"]))
+    summary = compact_summary(partitions)
+    summary.update(log_dirs_refused=[], dry_run=False, now_ms=run.now_ms, duration_s=round(time.monotonic() - started, 3),
+                   warnings=[problem] if problem else [], **output_summary(run, partitions, problem))
+    explained = [dict(topic=t, partition=n, offset=o, explanation=explain_text(t, n, o, rows, asked))
+                 for t, n, o in explain]
+    return dict(job=JOB, run_id=uuid.uuid4().hex, now_ms=run.now_ms, dry_run=False, summary=summary,
+                partitions=partitions, explain=explained, audit=None)
+
+
 __all__ = ["JOB", "compact_log_dir", "compact_summary", "explain_text", "finish_row"]
 
 
@@ -153,7 +203,12 @@ def summary_lines(report: dict) -> List[str]:
                      f"{p['map_bytes']:,} of {p['map_budget']:,} bytes")
         elif p["status"] == ERROR:
             line += f" [{p['outcome']}]"
+        if p.get("output"):
+            line += f" [output: {p['output']}]"
         lines.append(line)
+    if s.get("output_dir"):
+        lines.append(f"  output {s['output_dir']}: " + ", ".join(f"{n} {k}" for k, n in s["output"].items())
+                     + (f"; NOT FINISHED: {s['output_unfinished']}" if s.get("output_unfinished") else "; complete"))
     lines += [f"  refused: {r['message']}" for r in s.get("log_dirs_refused", ())]
     lines += [f"explain {e['topic']}-{e['partition']}@{e['offset']}: {e['explanation']}" for e in report["explain"]]
     if dry and done:

@@ -70,6 +70,7 @@ class _ResultColumns(_PlanColumns):
     split_slices: Optional[Int32] = None            # the round was split: its map pass in this many hash-slice tasks
     bytes_removed: Optional[int] = None
     duration_s: Optional[float] = None
+    output: Optional[str] = None                    # --output-dir: written / copied / skipped-complete / not written
 
 
 @dataclass(slots=True)
@@ -169,16 +170,17 @@ class SplitStart:
 
 
 def run_partition(log_dir: str, folder: str, *, configs, now_ms: int, options: CleanOptions = CleanOptions(),
-                  explain: Sequence[int] = ()) -> dict:
+                  explain: Sequence[int] = (), output=None) -> dict:
     """``run_or_split_partition`` without a split: the partition's report row."""
-    row = run_or_split_partition(log_dir, folder, configs=configs, now_ms=now_ms, options=options, explain=explain)
+    row = run_or_split_partition(log_dir, folder, configs=configs, now_ms=now_ms, options=options, explain=explain,
+                                 output=output)
     assert isinstance(row, dict)
     return row
 
 
 def run_or_split_partition(log_dir: str, folder: str, *, configs, now_ms: int, options: CleanOptions = CleanOptions(),
                            explain: Sequence[int] = (), split_at_bytes: Optional[int] = None,
-                           min_slices: int = 1) -> Union[dict, SplitStart]:
+                           min_slices: int = 1, output=None) -> Union[dict, SplitStart]:
     """Plan and (unless not cleanable) clean one partition folder; the caller holds the log dir's
     lock. Returns its report row (a ``CompactionRow`` as the plain dict the job moves and the JSON
     report prints); never raises for a problem of this partition. With ``split_at_bytes``, a
@@ -194,6 +196,7 @@ def run_or_split_partition(log_dir: str, folder: str, *, configs, now_ms: int, o
     :param explain: offsets whose fate the row's ``explain`` says.
     :param split_at_bytes: split the round of a partition with this many cleanable bytes or more.
     :param min_slices: a split round's map pass in at least this many hash slices.
+    :param output: clean into this copy (``output_dir.PartitionOutput``), the folder only read.
     """
     dry_run = options.dry_run
     options = replace(options, lock=False, record_decisions=set(explain) or False)
@@ -239,9 +242,9 @@ def run_or_split_partition(log_dir: str, folder: str, *, configs, now_ms: int, o
                     return SplitStart(row, split, started)
                 try:
                     result = clean_partition(folder, config=config, now_ms=now_ms, broker=configs.broker,
-                                             options=options, plan=plan)
+                                             options=options, plan=plan, output=output)
                 except MemoryError:
-                    if not dry_run and pending_swap_files(folder):   # never leave this round's temporary files
+                    if not dry_run and output is None and pending_swap_files(folder):   # never leave this round's temporary files
                         recover_partition(folder)
                     raise
                 _fill_result(row, result, dry_run)

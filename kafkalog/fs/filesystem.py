@@ -165,16 +165,16 @@ def uri_for_display(path: PathLike) -> str:
     return text.split("?", 1)[0] if is_uri(text) else text
 
 
-def refuse_uris(paths: Sequence[PathLike], job: str, *, what: str = "log dir") -> None:
+def refuse_uris(paths: Sequence[PathLike], job: str, *, what: str = "log dir", hint: Optional[str] = None) -> None:
     """The check every job that modifies a log dir in place makes first: a UsageError (exit 2,
-    nothing touched) when any of ``paths`` is on an object store."""
+    nothing touched) when any of ``paths`` is on an object store (``hint``: what to do instead)."""
     remote = [uri_for_display(p) for p in paths if is_uri(p)]
     if remote:
         raise UsageError(
             f"{job} modifies the {what} in place and {', '.join(remote)} is on an object store, which has no "
             "atomic rename: nothing was changed",
-            hint="run the dry run (or the report / verification) on the URI, or copy the log dir to a local "
-                 "disk, run it there and upload the result")
+            hint=hint or "run the dry run (or the report / verification) on the URI, or copy the log dir to a local "
+                         "disk, run it there and upload the result")
 
 
 # --- FileSystems ----------------------------------------------------------------------------
