@@ -68,11 +68,11 @@ def submit(cluster, job: str, args: list, log: Path, env: dict) -> subprocess.Po
                                 start_new_session=True)
 
 
-def run_on_cluster(cluster, job: str, args: list, tmp_path: Path, name: str, **executor_env: str) -> dict:
+def run_on_cluster(cluster, job: str, args: list, tmp_path: Path, name: str, py_files: str = "none") -> dict:
     """Submit, wait, assert exit 0, return the job's JSON report (``--report`` is added)."""
     report = tmp_path / f"{name}.json"
     log = tmp_path / f"{name}.log"
-    proc = submit(cluster, job, [*args, "--report", str(report)], log, submit_env(cluster, name, **executor_env))
+    proc = submit(cluster, job, [*args, "--report", str(report)], log, submit_env(cluster, name, py_files))
     try:
         code = proc.wait(timeout=JOB_TIMEOUT_S)
     finally:
@@ -99,7 +99,9 @@ def wait_for(path: Path, proc: subprocess.Popen, log: Path, timeout: float = JOB
 
 
 def test_retention_and_reindex_on_the_cluster_equal_local(cluster, spark, tmp_path):
-    """Same bytes as the same jobs on local[2] (the session fixture), every file."""
+    """Same bytes as the same jobs on local[2] (the session fixture), every file. Retention ships kafkalog
+    to the executors as the --py-files zip (spark-submit.sh's default, for workers without kafkalog
+    installed; its kernels are compiled in each executor), the other runs use the installed one."""
     for side in ("cluster", "local"):
         two_log_dirs(tmp_path / side / "retention")
         damaged_log_dirs(tmp_path / side / "reindex")
@@ -113,7 +115,7 @@ def test_retention_and_reindex_on_the_cluster_equal_local(cluster, spark, tmp_pa
         r = tmp_path / side / "reindex"
         return reindex_args(r / "d1", r / "d2")
 
-    got = run_on_cluster(cluster, "retention", retention("cluster"), tmp_path, "retention")
+    got = run_on_cluster(cluster, "retention", retention("cluster"), tmp_path, "retention", py_files="zip")
     assert got["summary"]["segments_deleted"] == 6
     assert retention_job.main(retention("local"), spark=spark) == 0
     got = run_on_cluster(cluster, "reindex", reindex("cluster"), tmp_path, "reindex")
@@ -144,14 +146,13 @@ def copy_of(template: Path, target: Path) -> tuple:
 def test_a_worker_killed_mid_compaction_its_task_retried_output_exact(cluster, compaction_reference, tmp_path):
     """The first task to have its .cleaned files written waits; its worker (Worker JVM, executor JVM,
     Python daemon and workers) is SIGKILLed; the task is retried on the other worker, which finds the
-    lost attempt's files under the job's own lock, and the run ends exactly as on local[2]. The job
-    ships kafkalog as the --py-files zip here (the default: workers without kafkalog installed)."""
+    lost attempt's files under the job's own lock, and the run ends exactly as on local[2]."""
     template, local = compaction_reference
     d, dirs = copy_of(template, tmp_path / "cluster")
     pause = tmp_path / "pause"
     report, log = tmp_path / "run.json", tmp_path / "run.log"
     proc = submit(cluster, "compact", job_args(dirs, "--report", str(report)), log,
-                  submit_env(cluster, "worker-kill", py_files="zip", **{PAUSE_ENV: f"{STEP_CLEANED}:{pause}"}))
+                  submit_env(cluster, "worker-kill", **{PAUSE_ENV: f"{STEP_CLEANED}:{pause}"}))
     try:
         pid = int(wait_for(Path(f"{pause}.claimed"), proc, log))
         victim = cluster.worker_of(pid)
