@@ -10,6 +10,9 @@ from the job's --py-files zip. The log dirs are at the same path for every proce
   rerun end byte for byte as local[2]'s;
 - a partition split across tasks (``--split always``) on the cluster equals local[2]'s.
 
+Cost (measured at load 20 on the 2 cores, the Spark session already up): ~225 s, four cluster submits
+of ~50-60 s each (driver JVM, two executor JVMs, Python workers) and the cluster's start (~10 s).
+
 "In the middle" is a pause point, not a sleep (``udfs.pause_point``): the first task attempt to reach
 a swap-in step waits on a file; the test kills what it means to kill while it waits.
 """
@@ -39,6 +42,7 @@ from test_spark_reindex import args_for as reindex_args, damaged_log_dirs  # noq
 
 REPO = Path(__file__).resolve().parents[2]
 JOB_TIMEOUT_S = 300
+pytestmark = pytest.mark.slow      # end-to-end spark-submit runs, as tests/test_interrupts.py: -m "not slow" skips them
 
 
 @pytest.fixture(scope="module")
