@@ -29,7 +29,8 @@ usage() {
   done
   echo
   echo "Every job takes --help, --log-dirs DIR[,DIR...], --report PATH (JSON) and --master URL."
-  echo "Environment: SPARK_MASTER (default local[*]), SPARK_CONF_DIR (default conf/), KAFKALOG_PYTHON."
+  echo "Environment: SPARK_MASTER (default local[*]), SPARK_CONF_DIR (default conf/), KAFKALOG_PYTHON,"
+  echo "KAFKALOG_PY_FILES (zip: kafkalog shipped to the executors, the default; none: installed on every worker)."
 }
 
 if [ $# -eq 0 ]; then usage >&2; exit 2; fi
@@ -85,8 +86,16 @@ export SPARK_MASTER="$master"
 # A local master's Python workers import kafkalog from this tree (PYTHONPATH), not from the zip: numba
 # can only cache compiled kernels of modules that are files, so workers load them from the cache
 # instead of compiling them in every run. Executors elsewhere get the zip (and compile once per worker).
+# KAFKALOG_PY_FILES=none: the executors import the kafkalog installed beside their Python (the same
+# venv path on every worker): no zip, so numba's on-disk kernel cache serves them too (kernels
+# loaded from a zip are compiled again by every executor of every job: tens of seconds each).
 pyfiles=(--py-files "$ZIP")
 case "$master" in local|local\[*) pyfiles=();; esac
+case "${KAFKALOG_PY_FILES:-zip}" in
+  zip) ;;
+  none) pyfiles=();;
+  *) echo "spark-submit.sh $job: error: KAFKALOG_PY_FILES='${KAFKALOG_PY_FILES}': use zip (the default) or none" >&2; exit 2;;
+esac
 printf -v PYSPARK_SUBMIT_ARGS '%q ' --master "$master" --name "kafkalog-$job" ${pyfiles[@]+"${pyfiles[@]}"}
 export PYSPARK_SUBMIT_ARGS="${PYSPARK_SUBMIT_ARGS}pyspark-shell"
 exec "$PY" "$ROOT/jobs/$job.py" ${args[@]+"${args[@]}"}

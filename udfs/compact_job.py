@@ -30,7 +30,7 @@ import argparse
 import os
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import pyarrow as pa
@@ -41,6 +41,8 @@ from kafkalog.cleaner.output_dir import finish_output, output_summary
 from kafkalog.cleaner.partition_run import CLEANED, ERROR, WOULD_CLEAN, CompactionRow, run_partition
 from kafkalog.row_types import Int32, TimestampMs, arrow_schema, as_row
 from kafkalog.fs.durable import fenced
+from kafkalog.log.local_log import pending_swap_files
+from kafkalog.log.recover import recover_partition
 from kafkalog.fs.filesystem import refuse_uris
 from kafkalog.fs.lock import held_fences
 
@@ -210,6 +212,12 @@ def _one_task_each(spark, folders, *, configs, now: int, options: CleanOptions, 
     counter = count_folders(spark, len(order), "planning compaction" if dry_run else "compacting", order)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        from udfs.pause_point import step_hook_from_env
+        hook = step_hook_from_env()                   # a test's pause point; None in real runs
+        task_options = options if hook is None else replace(options, on_step=hook)
+        retry = TaskContext.get().attemptNumber() > 0
         for batch in batches:
             rows = []
             for i in batch.column(0).to_pylist():
@@ -224,7 +232,9 @@ def _one_task_each(spark, folders, *, configs, now: int, options: CleanOptions, 
                     counter.add(folder, rows[-1])
                     continue
                 with fenced([fences.get(log_dir)]):
-                    rows.append(run_partition(log_dir, folder, configs=configs, now_ms=now, options=options,
+                    if retry and not dry_run:
+                        finish_lost_attempt(folder)
+                    rows.append(run_partition(log_dir, folder, configs=configs, now_ms=now, options=task_options,
                                               explain=explain.get(folder, [])))
                 counter.add(folder, rows[-1])
             if rows:
@@ -238,6 +248,18 @@ def _one_task_each(spark, folders, *, configs, now: int, options: CleanOptions, 
             raise
         finished = {folder: row for folder, row in counter.finished()}   # rows of the tasks that ended
         return [finished.get(folder) or interrupted_row(log_dir, folder) for log_dir, folder in order]
+
+
+def finish_lost_attempt(folder: str) -> None:
+    """A retried task's first step: an earlier attempt of this task, lost with its executor (a worker
+    killed, a machine gone), may have left ``.cleaned``/``.swap`` files. Only this job's attempts can
+    have written them (the driver has held the log dir's lock since before the stage), so they are
+    finished or dropped as a broker's startup does (``recover_partition``, each change fenced by that
+    lock) and the round is planned again from what is on disk. A first attempt still refuses a pending
+    swap it did not make (``plan_partition``): that one is ``kafkalog recover``'s to finish. Needs
+    ``spark.speculation`` off (Spark's default): a speculative copy would run beside the original."""
+    if pending_swap_files(folder):
+        recover_partition(folder)    # a recovery that fails leaves them: the round then refuses, naming them
 
 
 def interrupted_row(log_dir: str, folder: str) -> dict:
