@@ -1,9 +1,12 @@
 """Building small Kafka log dirs for tests: partitions of segments with chosen offsets and timestamps."""
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import pyarrow as pa
 
@@ -56,3 +59,21 @@ def snapshot(folder: Path) -> dict[str, tuple[int, bytes]]:
         if path.is_file():
             out[str(path.relative_to(folder))] = (path.stat().st_size, path.read_bytes())
     return out
+
+
+_BUILT: dict[str, Path] = {}
+
+
+def built_once(key: str, dest: Path, build: Callable[[Path], object]) -> Path:
+    """A copy at ``dest`` of the log dir ``build(folder)`` writes, written once per test process: the first
+    caller builds it in a temporary folder (removed at exit), every caller gets its own copy (cp -a: sizes,
+    bytes and mtimes as written). For the big fixtures several slow tests start from (thousands of segments
+    written one by one: seconds each time on 2 cores; the copy is a fraction of a second). ``key`` names
+    what ``build`` writes: one key, one builder."""
+    if key not in _BUILT:
+        folder = Path(tempfile.mkdtemp(prefix=f"kafkalog-tests-{key}-"))
+        atexit.register(shutil.rmtree, folder, True)
+        build(folder / "logs")
+        _BUILT[key] = folder / "logs"
+    shutil.copytree(_BUILT[key], dest, symlinks=True)
+    return dest

@@ -32,7 +32,7 @@ from kafkalog.checkpoint.offset import read_offset_checkpoint, write_offset_chec
 from kafkalog.fs.names import LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
 from kafkalog.checkpoint.leader_epoch import write_leader_epoch_checkpoint
 
-from logdirs import make_partition, snapshot, write_checkpoints
+from logdirs import built_once, make_partition, snapshot, write_checkpoints
 
 REPO = Path(__file__).resolve().parents[1]
 NOW = 1_700_000_000_000
@@ -454,11 +454,15 @@ def assert_nothing_changes(log_dir: Path, at_unlock: dict, seconds: float = 4.0)
 
 def big_compacted_log_dir(root: Path) -> Path:
     """One compacted partition whose rewrite takes a few seconds: 40 segments of 20,000 records over
-    50,000 keys, so most records are superseded."""
+    50,000 keys, so most records are superseded. ``root/logs``, a copy of one written once per run
+    (test_interrupts starts from it too)."""
+    return built_once("big-compacted", root / "logs", _write_big_compacted)
+
+
+def _write_big_compacted(d: Path) -> None:
     import pyarrow as pa
     from kafkalog.log.records_io import write_segment
 
-    d = root / "logs"
     folder = d / "big-0"
     folder.mkdir(parents=True)
     per, segments = 20_000, 40
@@ -470,7 +474,15 @@ def big_compacted_log_dir(root: Path) -> Path:
             "key": pa.array([b"key-%d" % ((first + i) % 50_000) for i in range(per)], pa.binary()),
             "value": pa.array([b"v" * 100] * per, pa.binary())}), batch_bytes=16384)
     write_offset_checkpoint(d / REPLICATION_OFFSET_CHECKPOINT, {("big", 0): segments * per})
-    return d
+
+
+def expired_log_dir(root: Path) -> Path:
+    """40 partitions of 60 expired one-record segments and a recent one: a retention run long enough to
+    interrupt. ``root/logs``, a copy of one written once per run (test_interrupts starts from it too)."""
+    def write(d: Path) -> None:
+        for p in range(40):
+            make_partition(d, "t", p, [[NOW - 9 * DAY]] * 60 + [[NOW]])
+    return built_once("expired-40x61", root / "logs", write)
 
 
 @pytest.mark.slow
@@ -492,9 +504,7 @@ def test_sigkill_of_the_driver_mid_compaction_stops_every_change(tmp_path, whole
 @pytest.mark.slow
 @pytest.mark.parametrize("whole_group", [True, False], ids=["job-group", "driver-only"])
 def test_sigkill_of_the_driver_mid_retention_stops_every_change(tmp_path, whole_group):
-    d = tmp_path / "logs"
-    for p in range(40):
-        make_partition(d, "t", p, [[NOW - 9 * DAY]] * 60 + [[NOW]])
+    d = expired_log_dir(tmp_path)
     args = ["retention", "--log-dirs", str(d), *RETENTION_ARGS[:4], "--execute", "--high-watermark-missing", "log-end"]
 
     def renaming() -> bool:

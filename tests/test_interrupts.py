@@ -23,7 +23,7 @@ from kafkalog.checkpoint.offset import read_offset_checkpoint, write_offset_chec
 from kafkalog.fs.names import CLEANER_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
 
 from logdirs import make_partition
-from test_faults import NOW, DAY, RETENTION_ARGS, big_compacted_log_dir
+from test_faults import NOW, DAY, RETENTION_ARGS, big_compacted_log_dir, expired_log_dir
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -153,9 +153,7 @@ def test_sigint_during_a_compaction(tmp_path):
 
 def test_sigterm_during_retention(tmp_path):
     """SIGTERM: the same clean stop, exit 143; the job runner writes the per-partition report."""
-    d = tmp_path / "logs"
-    for p in range(40):
-        make_partition(d, "t", p, [[NOW - 9 * DAY]] * 60 + [[NOW]])
+    d = expired_log_dir(tmp_path)
     report = tmp_path / "report.json"
     args = ["retention", "--log-dirs", str(d), *RETENTION_ARGS[:4], "--execute", "--high-watermark-missing", "log-end",
             "--report", str(report)]
