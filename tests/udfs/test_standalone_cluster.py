@@ -211,7 +211,11 @@ def test_the_driver_killed_mid_compaction_then_recover_and_rerun_converge(cluste
     assert not list(d.rglob("*.cleaned")) and not list(d.rglob("*.swap"))
     report = tmp_path / "rerun.json"          # the rerun on local[2]: what converges is on disk, not in Spark
     assert compact_job.main(job_args(dirs, "--report", str(report)), spark=spark) == 0
-    assert json.loads(report.read_text())["summary"]["statuses"] == {"cleaned": 3, "skipped": 2}
+    statuses = json.loads(report.read_text())["summary"]["statuses"]
+    # the paused partition is cleaned again; another task may have finished its partition before the kill
+    # (then the rerun skips it as already clean): how many depends on timing, the bytes do not
+    assert statuses.get("cleaned", 0) >= 1 and sum(statuses.values()) == 5 and set(statuses) <= {"cleaned", "skipped"}, \
+        statuses
     assert tree(d) == tree(local)
 
 
