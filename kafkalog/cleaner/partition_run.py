@@ -10,6 +10,7 @@ leaves no temporary file behind.
 """
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -68,6 +69,7 @@ class _ResultColumns(_PlanColumns):
     groups: Optional[Int32] = None
     bytes_removed: Optional[int] = None
     duration_s: Optional[float] = None
+    rss_anon_above_idle_bytes: Optional[int] = None   # peak RssAnon of the process while cleaning, above idle
 
 
 @dataclass(slots=True)
@@ -120,6 +122,72 @@ def _not_cleaned(explain: Sequence[int], why: str) -> list:
     return [f"offset {o}: partition not cleaned ({why})" for o in explain]
 
 
+# --- memory: the process's anonymous memory while a round runs --------------------------------
+
+STATUS_FILE = "/proc/self/status"
+SAMPLE_S = 0.01                    # how often the round's RssAnon is read
+_idle_rss_anon: Optional[int] = None   # this process's RssAnon before its first round
+
+
+def rss_anon_bytes(status_file: str = STATUS_FILE) -> Optional[int]:
+    """A process's resident anonymous memory (``RssAnon`` of ``/proc/<pid>/status``): its heap and
+    private mappings, without the shared libraries' and files' pages. None where there is no such line.
+
+    :param status_file: the status file (default this process's).
+    """
+    try:
+        with open(status_file, "rb") as f:
+            for line in f:
+                if line.startswith(b"RssAnon:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+class AnonPeak:
+    """The peak of this process's RssAnon while the ``with`` block runs (a daemon thread reads it
+    every SAMPLE_S; the compiled kernels release the GIL, so it reads during them too), and how far
+    that peak is above the process's idle RssAnon: what it held before its first round (so what a
+    round loads, the kernels, or keeps for the next, its buffers, is counted)."""
+
+    def __init__(self, interval: float = SAMPLE_S):
+        global _idle_rss_anon
+        self.interval = interval
+        self.peak = rss_anon_bytes()
+        if _idle_rss_anon is None:
+            _idle_rss_anon = self.peak
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="kafkalog-rss-anon", daemon=True)
+
+    def _sample(self) -> None:
+        now = rss_anon_bytes()
+        if now is not None and (self.peak is None or now > self.peak):
+            self.peak = now
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._sample()
+
+    def __enter__(self) -> "AnonPeak":
+        if self.peak is not None:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._thread.is_alive():
+            self._stop.set()
+            self._thread.join()
+        self._sample()
+
+    @property
+    def above_idle(self) -> Optional[int]:
+        """Peak RssAnon above the idle process's (None without /proc)."""
+        if self.peak is None or _idle_rss_anon is None:
+            return None
+        return max(self.peak - _idle_rss_anon, 0)
+
+
 def _cleanable_reason(offsets, config) -> str:
     if offsets.need_compaction_now and offsets.cleanable_ratio <= config.min_cleanable_dirty_ratio:
         return "cleanable: max.compaction.lag.ms has passed"
@@ -161,6 +229,7 @@ def run_partition(log_dir: str, folder: str, *, configs, now_ms: int, options: C
     dry_run = options.dry_run
     options = replace(options, lock=False, record_decisions=set(explain) or False)
     started = time.monotonic()
+    memory = AnonPeak()                  # (the idle figure is read before this partition's plan)
     row = CompactionRow(log_dir=log_dir, partition_dir=folder, outcome=OUTCOME_NOT_NEEDED)
     name = Path(folder).name
     try:
@@ -197,13 +266,15 @@ def run_partition(log_dir: str, folder: str, *, configs, now_ms: int, options: C
             else:
                 row.reason = _cleanable_reason(o, config)
                 try:
-                    result = clean_partition(folder, config=config, now_ms=now_ms, broker=configs.broker,
-                                             options=options, plan=plan)
+                    with memory:
+                        result = clean_partition(folder, config=config, now_ms=now_ms, broker=configs.broker,
+                                                 options=options, plan=plan)
                 except MemoryError:
                     if not dry_run and pending_swap_files(folder):   # never leave this round's temporary files
                         recover_partition(folder)
                     raise
                 _fill_result(row, result, dry_run)
+                row.rss_anon_above_idle_bytes = memory.above_idle
                 row.explain = [result.explain(o) for o in explain]
                 row.duration_s = round(time.monotonic() - started, 3)
                 return as_row(row)
@@ -216,5 +287,5 @@ def run_partition(log_dir: str, folder: str, *, configs, now_ms: int, options: C
     return as_row(row)
 
 
-__all__ = ["CLEANED", "COUNT_FIELDS", "CompactionRow", "ERROR", "OUTCOME_DONE", "OUTCOME_DRY_RUN", "PLAN_FIELDS", "RESULT_FIELDS",
-           "ROW_FIELDS", "SKIPPED", "WOULD_CLEAN", "run_partition"]
+__all__ = ["AnonPeak", "CLEANED", "COUNT_FIELDS", "CompactionRow", "ERROR", "OUTCOME_DONE", "OUTCOME_DRY_RUN", "PLAN_FIELDS", "RESULT_FIELDS",
+           "ROW_FIELDS", "SKIPPED", "WOULD_CLEAN", "rss_anon_bytes", "run_partition"]
