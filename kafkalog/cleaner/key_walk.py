@@ -250,7 +250,7 @@ class _Window:
     b_end: np.ndarray
 
 
-def _windows(seg: LogSegment, from_position: int, max_batch_bytes: int,
+def _windows(seg: LogSegment, from_position: int, max_batch_bytes: int, *,
              landing: Optional[Callable[[], Optional[OutputBuffer]]] = None,
              cache: Optional[WindowCache] = None) -> Iterator[_Window]:
     """The segment's windows from ``from_position``, decompressed; ``landing``: where to decompress
@@ -417,7 +417,7 @@ def _insert_pass(plan, walk: _DirtyWalk, m: KeyMap, n_slices: int, s: int, max_b
             return cache.landing(m.budget - m.nbytes - bits_bytes)
     for seg, pos, first_ordinal in walk.segments:
         ordinals = _batch_ordinals(seg, first_ordinal)
-        for w in _windows(seg, pos, max_batch_bytes, landing, cache):
+        for w in _windows(seg, pos, max_batch_bytes, landing=landing, cache=cache):
             flags, skipped = _enter_flags(w, tracker)
             skipped_data |= skipped
             counts = w.headers.recordsCount.astype(np.int64)
