@@ -35,6 +35,14 @@ distinct: more than one pass, exact, worker peak RSS ≤ budget + 256 MiB.
 
 Kafka's own cleaner on the same *mixed* bytes: ``bench/broker_cleaner.py`` (a real 4.4.0 broker).
 
+Issue 34's yardsticks (``--broker``; ``--skip-job`` leaves out the Spark runs on *mixed*): per repetition
+``clean_partition`` ÷ the codec floor of the same round and ÷ the broker's cleaner thread on the same bytes
+(``run_broker``), in wall and in CPU seconds (thread CPU time; the broker's cleaner thread's from /proc), and
+medians; after the repetitions the memory figure of the *distinct* job: a task's ``rss_anon_above_idle_bytes``
+(the report) and the Python workers' RssAnon growth (/proc), against the key-map budget + 64 MiB.
+
+    python -m bench.compact --reps 3 --broker --skip-job          # issue 34's table
+
     python -m bench.compact                         # full run (~5 min once the data exists)
     python -m bench.compact --reps 3 --readme bench/README.md
 """
