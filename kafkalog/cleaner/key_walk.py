@@ -428,7 +428,11 @@ def _insert_pass(plan, walk: _DirtyWalk, m: KeyMap, n_slices: int, s: int, max_b
             while True:
                 status, b, k, at, _walked = walk_keys_kernel(mode, records, batches, keys, m.table(), walk_bits, start)
                 start = WalkFrom(b, k, at)
-                if status != WALK_FULL or not m.grow():
+                if status != WALK_FULL:
+                    break
+                if cache is not None:      # room for the old and the new slots side by side while it grows
+                    cache.trim(m.budget - m.growing_nbytes - bits_bytes)
+                if not m.grow():
                     break
                 if cache is not None:
                     cache.trim(m.budget - m.nbytes - bits_bytes)
