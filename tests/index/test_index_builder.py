@@ -447,15 +447,18 @@ def test_build_indexes_accepts_arrow_columns(real_fixtures):
 
 @settings(max_examples=60, deadline=None)
 @given(sizes=st.lists(st.integers(1, 9000), min_size=1, max_size=60),
-       gaps=st.lists(st.integers(0, 5), min_size=60, max_size=60),
+       gaps=st.lists(st.integers(1, 5), min_size=60, max_size=60),
        stamps=st.lists(st.integers(-1, 50), min_size=60, max_size=60),
-       interval=st.sampled_from([1, 4096, 10_000]))
-def test_append_batches_equals_one_append_per_batch(sizes, gaps, stamps, interval):
+       interval=st.sampled_from([1, 4096, 10_000]),
+       back=st.one_of(st.none(), st.integers(0, 59)))
+def test_append_batches_equals_one_append_per_batch(sizes, gaps, stamps, interval, back):
     """The recopy's ``append_batches`` (a window of batches in one call) keeps the indexes exactly as
     one ``append`` per batch does, offsets going backwards included (the same error)."""
     n = len(sizes)
     positions = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-    last = 1000 + np.cumsum(np.array(gaps[:n]) - 1)          # a gap of 0 makes an offset go backwards
+    last = 999 + np.cumsum(np.array(gaps[:n]))
+    if back is not None and back < n:
+        last[back:] -= 20                                      # offsets going backwards from there (or below the base)
     ts = np.array(stamps[:n], np.int64)
     one, many = IndexAppender(1000, index_interval_bytes=interval), IndexAppender(1000, index_interval_bytes=interval)
     try:
