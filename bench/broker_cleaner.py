@@ -25,6 +25,7 @@ size … messages"). The records each kept are compared (the broker's "End size 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import time
@@ -67,6 +68,27 @@ def _line_times(cleaner_log: str, tp: str) -> float:
     return (_line_ms(lines[stamped]) - _line_ms(lines[begin])) / 1000
 
 
+CLEANER_THREAD_COMM = "kafka-log-clea"   # "kafka-log-cleaner-thread-N" as /proc/<pid>/task/<tid>/comm cuts it (15 chars)
+
+
+def cleaner_thread_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) the broker's log cleaner threads have used so far, from
+    ``/proc/<pid>/task/*/stat``: the broker's cleaning work without the time it waited for a core."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                if not f.read().startswith(CLEANER_THREAD_COMM):
+                    continue
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                rest = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(rest[11]) + int(rest[12])          # utime, stime (fields 14 and 15)
+    return total / tick
+
+
 def run_broker(logs: Path, work: Path, log=print) -> dict:
     """Adopt the partitions, let the broker's one cleaner thread clean them, return its figures."""
     from kafkalog.testing import broker_client as bc
@@ -102,9 +124,11 @@ def run_broker(logs: Path, work: Path, log=print) -> dict:
         actives = {p: max(int(f.stem) for f in broker.partition_dir(TOPIC, p).glob("*.log")) for p in range(PARTITIONS)}
         time.sleep(2)
         load_before = load()
+        cpu0 = cleaner_thread_cpu_s(broker.process.pid)
         bc.alter_topic_configs(broker, TOPIC, {"min.cleanable.dirty.ratio": "0.0"})
         broker.wait_until(lambda: all(broker.checkpoint("cleaner-offset-checkpoint").get((TOPIC, p)) == actives[p]
                                       for p in range(PARTITIONS)), timeout=900, what="the cleaner's rounds")
+        cleaner_cpu = cleaner_thread_cpu_s(broker.process.pid) - cpu0
         time.sleep(1)
         text = broker.cleaner_log()
         stats = cleaner_stats(text)
@@ -116,7 +140,7 @@ def run_broker(logs: Path, work: Path, log=print) -> dict:
             rows.append(dict(partition=p, bytes=sizes[p], seconds=s.seconds, line_seconds=_line_times(text, tp),
                              records=s.start_messages, kept=s.end_messages, processed_mib=s.processed_mb))
         assert len(stats) >= PARTITIONS, "the broker's statistics blocks are missing from log-cleaner.log"
-        return dict(rows=rows, load_before=load_before, load_after=load())
+        return dict(rows=rows, load_before=load_before, load_after=load(), cleaner_cpu_s=cleaner_cpu)
     finally:
         try:
             broker.stop()

@@ -39,6 +39,14 @@ distinct: more than one pass, exact, worker peak RSS ≤ budget + 256 MiB.
 
 Kafka's own cleaner on the same *mixed* bytes: ``bench/broker_cleaner.py`` (a real 4.4.0 broker).
 
+Issue 34's yardsticks (``--broker``; ``--skip-job`` leaves out the Spark runs on *mixed*): per repetition
+``clean_partition`` ÷ the codec floor of the same round and ÷ the broker's cleaner thread on the same bytes
+(``run_broker``), in wall and in CPU seconds (thread CPU time; the broker's cleaner thread's from /proc), and
+medians; after the repetitions the memory figure of the *distinct* job: a task's ``rss_anon_above_idle_bytes``
+(the report) and the Python workers' RssAnon growth (/proc), against the key-map budget + 64 MiB.
+
+    python -m bench.compact --reps 3 --broker --skip-job          # issue 34's table
+
     python -m bench.compact                         # full run (~5 min once the data exists)
     python -m bench.compact --reps 3 --readme bench/README.md
 """
@@ -65,6 +73,8 @@ from kafkalog.fs.names import REPLICATION_OFFSET_CHECKPOINT, format_segment_file
 from kafkalog.format import compression as C, record_batch as rb
 
 ROOT = Path("/tmp/kafkalog-bench")
+WORK = Path(os.environ.get("KAFKALOG_BENCH_WORK", ROOT / "compact15-work"))   # copies the runs clean (one per run)
+MEMORY_MARGIN = 64 << 20          # issue 34: a worker's RssAnon above an idle worker's <= budget + this
 REPO = Path(__file__).resolve().parent.parent
 TOPIC = "bench"
 T0 = 1_700_000_000_000
@@ -169,7 +179,7 @@ def _logs(path: Path) -> list:
 
 
 def _fresh(src: Path, name: str) -> Path:
-    work = ROOT / "compact15-work" / name
+    work = WORK / name
     shutil.rmtree(work, ignore_errors=True)
     shutil.copytree(src, work)
     os.sync()                   # the copy's writeback done before anything is timed (it competed with the runs)
@@ -189,6 +199,7 @@ class PeakMemory:
     def __init__(self, interval: float = 0.2):
         self.interval = interval
         self.peaks: dict = {}
+        self.first_anon: dict = {}     # RssAnon when first seen (a Python worker: before its first task)
         self.rlimit_as = None          # RLIMIT_AS seen on a forked Python worker (spark.executor.pyspark.memory)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -237,6 +248,7 @@ class PeakMemory:
             anon = int(fields.get("RssAnon", "0 kB").split()[0]) * 1024
             old = self.peaks.get(pid, (kind, 0, 0))
             self.peaks[pid] = (kind, max(old[1], hwm), max(old[2], anon))
+            self.first_anon.setdefault(pid, anon)
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -254,11 +266,12 @@ class PeakMemory:
 
     def summary(self) -> dict:
         out = {}
-        for kind, hwm, anon in self.peaks.values():
-            k = out.setdefault(kind, {"processes": 0, "peak_rss": 0, "peak_anon": 0})
+        for pid, (kind, hwm, anon) in self.peaks.items():
+            k = out.setdefault(kind, {"processes": 0, "peak_rss": 0, "peak_anon": 0, "anon_growth": 0})
             k["processes"] += 1
             k["peak_rss"] = max(k["peak_rss"], hwm)
             k["peak_anon"] = max(k["peak_anon"], anon)
+            k["anon_growth"] = max(k["anon_growth"], anon - self.first_anon.get(pid, anon))
         return out
 
 
@@ -290,16 +303,16 @@ def measure_single(logs: Path, name: str) -> dict:
     configs = _configs()
     work = _fresh(logs, name)
     parts = sorted(p for p in work.iterdir() if p.is_dir())
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.thread_time()
     results = [clean_partition(p, config=configs.for_topic(TOPIC), now_ms=NOW, broker=configs.broker,
                                options=CleanOptions(record_decisions=False)) for p in parts]
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.thread_time() - c0
     bad = [r.error or r.skipped_reason for r in results if not r.cleaned]
     if bad:
         raise SystemExit(f"single-process cleaner did not clean: {bad}")
     read = sum(r.counts.bytes_read for r in results)
     recs = sum(r.counts.records_read for r in results)
-    return dict(bytes=read, records=recs, kept=sum(r.counts.records_kept for r in results), wall_s=wall,
+    return dict(bytes=read, records=recs, kept=sum(r.counts.records_kept for r in results), wall_s=wall, cpu_s=cpu,
                 mb_s=read / 1e6 / wall, records_s=recs / wall, work=str(work),
                 passes=[r.map_stats.passes for r in results])
 
@@ -339,6 +352,7 @@ def run_job(logs: Path, name: str, extra=(), broker_props: dict = None) -> dict:
                 kept=sum(p["records_kept"] for p in parts), passes=[p["passes"] for p in parts],
                 map_keys=[p["map_keys"] for p in parts], map_bytes=[p["map_bytes"] for p in parts],
                 map_budget=[p["map_budget"] for p in parts], task_s=[p["duration_s"] for p in parts],
+                rss_anon_above_idle=[p.get("rss_anon_above_idle_bytes") for p in parts],
                 stage_s=rep["summary"].get("stage_s"), driver_ready_s=started, memory=mem.summary(), work=str(work))
 
 
@@ -388,6 +402,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="compaction benchmark (see the module docstring)")
     ap.add_argument("--reps", type=int, default=1, help="repeat decode, single and job this many times")
     ap.add_argument("--skip-distinct", action="store_true")
+    ap.add_argument("--skip-job", action="store_true", help="no Spark job on mixed (the issue-15 job ratios)")
+    ap.add_argument("--broker", action="store_true",
+                    help="each repetition also lets a real broker's cleaner thread clean the same bytes "
+                         "(bench.broker_cleaner): clean_partition ÷ broker")
     ap.add_argument("--json", metavar="PATH")
     ap.add_argument("--readme", metavar="PATH")
     ap.add_argument("--split-only", action="store_true", help="only issue 34's split measurement (measure_split)")
@@ -401,12 +419,27 @@ def main(argv=None) -> int:
     measure_single(tiny, "warm")                           # compiles (or loads) the kernels
     runs = []
     for rep in range(args.reps):
-        r = dict(decode=measure_decode(mixed), single=measure_single(mixed, "single"))
-        r["floor"] = measure_floor(mixed, Path(r["single"]["work"]), ROOT)
-        r["job_tiny"] = run_job(tiny, "job-tiny")
-        r["job"] = run_job(mixed, "job")
-        r["job_tiny_after"] = run_job(tiny, "job-tiny")
-        r["equal"] = _tree(Path(r["job"]["work"])) == _tree(Path(r["single"]["work"]))
+        r = dict(load=os.getloadavg(), decode=measure_decode(mixed), single=measure_single(mixed, "single"))
+        r["floor"] = measure_floor(mixed, Path(r["single"]["work"]), WORK)
+        if args.broker:
+            from bench.broker_cleaner import run_broker
+            for attempt in range(3):          # a start can fail on a machine this loaded (a timeout): again
+                try:
+                    b = run_broker(mixed, WORK / "broker", log=lambda *a: None)
+                    break
+                except Exception as e:  # noqa: BLE001 - retried, then raised
+                    print(f"broker run failed ({type(e).__name__}: {str(e)[:300]}); attempt {attempt + 1}", flush=True)
+                    if attempt == 2:
+                        raise
+            r["broker"] = dict(seconds=sum(x["seconds"] for x in b["rows"]), cpu_s=b["cleaner_cpu_s"],
+                               records=sum(x["records"] for x in b["rows"]),
+                               kept=sum(x["kept"] for x in b["rows"]), load_before=b["load_before"])
+            shutil.rmtree(WORK / "broker", ignore_errors=True)
+        if not args.skip_job:
+            r["job_tiny"] = run_job(tiny, "job-tiny")
+            r["job"] = run_job(mixed, "job")
+            r["job_tiny_after"] = run_job(tiny, "job-tiny")
+            r["equal"] = _tree(Path(r["job"]["work"])) == _tree(Path(r["single"]["work"]))
         runs.append(r)
         print(json.dumps({k: {kk: vv for kk, vv in v.items() if kk != "memory"} if isinstance(v, dict) else v
                           for k, v in r.items()}, default=str), flush=True)
@@ -418,6 +451,8 @@ def main(argv=None) -> int:
         result["distinct"] = d
         print(json.dumps({k: v for k, v in d.items() if k != "memory"}, default=str), flush=True)
     table = render(result)
+    if "job" in runs[0]:
+        table += "\n\n" + render_issue34(result)
     print(table)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2, default=str) + "\n")
@@ -430,7 +465,54 @@ def _mib(n: int) -> str:
     return f"{n / (1 << 20):,.0f} MiB"
 
 
+def render_issue34(result: dict) -> str:
+    """The issue-34 yardsticks of each repetition and their medians: clean_partition ÷ the codec floor
+    of the same round, ÷ the broker's cleaner thread on the same bytes, and the memory figure."""
+    import statistics
+    runs = result["runs"]
+    lines = ["| run | load (1 min) | clean_partition s (its CPU s) | codec floor s: decompress + compress + write "
+             "(its CPU s) | clean_partition ÷ floor (target ≥ 0.67) | the same in CPU seconds | broker cleaner "
+             "thread s (its CPU s) | clean_partition ÷ broker (target ≥ 5×) | the same in CPU seconds |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    cpu_r, broker_cpu_r = [], []
+    floor_r, broker_r = [], []
+    for i, r in enumerate(runs, 1):
+        single, fl, b = r["single"], r["floor"], r.get("broker")
+        floor_r.append(fl["floor_s"] / single["wall_s"])
+        cpu_r.append(fl["floor_cpu_s"] / single["cpu_s"])
+        cells = [f"{i}", f"{r['load'][0]:.1f}", f"{single['wall_s']:.2f} ({single['cpu_s']:.2f})",
+                 f"{fl['floor_s']:.2f} = {fl['decompress_s']:.2f} + {fl['compress_s']:.2f} + {fl['write_s']:.2f} "
+                 f"({fl['floor_cpu_s']:.2f})", f"{floor_r[-1]:.2f}", f"{cpu_r[-1]:.2f}"]
+        if b:
+            broker_r.append(b["seconds"] / single["wall_s"])
+            broker_cpu_r.append(b["cpu_s"] / single["cpu_s"])
+            same = "" if b["kept"] == single["kept"] else f" (**kept {b['kept']:,} vs ours {single['kept']:,}**)"
+            cells += [f"{b['seconds']:.1f} ({b['cpu_s']:.2f})", f"{broker_r[-1]:.2f}×{same}", f"{broker_cpu_r[-1]:.2f}×"]
+        else:
+            cells += ["—", "—", "—"]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append(f"| median | | | | **{statistics.median(floor_r):.2f}** | {statistics.median(cpu_r):.2f} | | "
+                 + (f"**{statistics.median(broker_r):.2f}×** | {statistics.median(broker_cpu_r):.2f}× |"
+                    if broker_r else "— | — |"))
+    d = result.get("distinct")
+    if d:
+        py = d["memory"].get("python worker", {})
+        budget = d["map_budget"][0]
+        report = max((x for x in d["rss_anon_above_idle"] if x is not None), default=None)
+        lines += ["", "| memory (the job on 2.5M distinct keys, 32 MiB map per task) | MiB |", "|---|---|",
+                  f"| task's `rss_anon_above_idle_bytes` (the report: peak RssAnon above the worker before its "
+                  f"first round) | {'—' if report is None else f'{report / 2**20:,.0f}'} |",
+                  f"| a Python worker's RssAnon growth, sampled from /proc every 0.2 s (peak − first seen) | "
+                  f"{py.get('anon_growth', 0) / 2**20:,.0f} |",
+                  f"| target: the key-map budget + 64 MiB | {(budget + MEMORY_MARGIN) / 2**20:,.0f} |",
+                  f"| (peak RSS of a Python worker, shared libraries included: not bounded) | "
+                  f"{py.get('peak_rss', 0) / 2**20:,.0f} |"]
+    return "\n".join(lines)
+
+
 def render(result: dict) -> str:
+    if "job" not in result["runs"][0]:
+        return render_issue34(result)
     lines = [f"{len(result['runs'])} run(s), load average {result['load_start'][0]:.2f} at start, "
              f"{result['load_end'][0]:.2f} at end, {SLOTS} task slots (local[{SLOTS}])", "",
              "| run | decode MB/s (iter_segment, 1 thread) | clean_partition MB/s (1 process) | single ÷ decode "

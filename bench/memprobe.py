@@ -65,6 +65,20 @@ def growing(mib: int, steps: int) -> float:
     return statistics.median(out) * 1e3 / mib
 
 
+def status_bytes(field: str, pid="self") -> int:
+    """A memory line of ``/proc/<pid>/status`` in bytes (0 when missing): ``RssAnon`` is a process's
+    own resident memory (heap, private maps), ``VmRSS`` adds the shared libraries' and files' pages
+    (llvmlite, pyarrow), which are not ours to bound; compaction's memory is judged on ``RssAnon``."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
 def reporting_counters() -> dict:
     if not REPORTING.is_dir():
         return {}
@@ -76,6 +90,8 @@ def main() -> int:
     print(f"reused buffer, 16 MiB:             {reused(16, 9):7.3f} ms/MiB")
     print(f"new mapping after unmap, 64 MiB:   {remapped(64, 5):7.3f} ms/MiB")
     print(f"growing by 16 MiB buffers (x12):   {growing(16, 12):7.3f} ms/MiB")
+    print(f"this process: RssAnon {status_bytes('RssAnon') / MIB:,.0f} MiB "
+          f"(VmRSS {status_bytes('VmRSS') / MIB:,.0f} MiB, shared library and file pages included)")
     counters = reporting_counters()
     if counters:
         print("free page reporting: " + ", ".join(f"{k}={v}" for k, v in counters.items()))

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional
 
+import numpy as np
+
 from kafkalog.cleaner.record_filter import FilterCounts
 from kafkalog.format import record_batch as rb
 from kafkalog.format.record_batch import crc32c_update
@@ -42,7 +44,8 @@ class CleanedSink:
         if path is not None:
             self._file = durable.open_for_write(path, buffering=1 << 20)
 
-    def write(self, data: bytes) -> None:
+    def write(self, data) -> None:
+        """Append ``data`` (any contiguous bytes-like object: bytes, a memoryview, a uint8 array)."""
         if self._file is not None:
             self._file.write(data)
             self._crc = crc32c_update(data, self._crc)
@@ -71,6 +74,12 @@ class CleanedSink:
             self._file = None
         if self.path is not None and durable.fences_hold():
             durable.remove(self.path, missing_ok=True)
+
+
+def _field(data: np.ndarray, at: np.ndarray, dtype: str) -> np.ndarray:
+    """The big-endian integer field of type ``dtype`` at each position ``at`` of ``data``, as int64."""
+    width = np.dtype(dtype).itemsize
+    return data[at[:, None] + np.arange(width)].view(dtype).ravel().astype(np.int64)
 
 
 @dataclass
@@ -115,6 +124,32 @@ class GroupOutput:
             self.appender.append(position=position + at, size=size, largest_offset=last_offset,
                                  largest_timestamp=batch_max_ts, offset_of_max_timestamp=last_offset)
             at += size
+
+    def write_batches(self, data: np.ndarray, start: np.ndarray, end: np.ndarray) -> None:
+        """The bytes of consecutive filtered batches written back to back in ``data`` (batch i's at
+        [start[i], end[i]), empty when it kept nothing), indexed batch by batch as ``write`` does, in
+        one call: the headers are read from ``data`` as arrays, not one batch at a time.
+
+        :param data: uint8, the batches' output one after the other.
+        :param start: where each batch's output starts in ``data``.
+        :param end: ... and ends.
+        """
+        wrote = np.flatnonzero(end > start)
+        if not wrote.size:
+            return
+        s, e = start[wrote].astype(np.int64), end[wrote].astype(np.int64)
+        lo, hi = int(s[0]), int(e[-1])
+        if lo < 0 or hi > len(data) or (s[1:] != e[:-1]).any():
+            raise ValueError("write_batches: the batches' bytes are not back to back in data")
+        position = self.sink.size
+        self.sink.write(data[lo:hi])
+        base_offset = _field(data, s + rb.BASE_OFFSET_OFFSET, ">i8")
+        length = _field(data, s + rb.LENGTH_OFFSET, ">i4")
+        if (length + rb.LOG_OVERHEAD != e - s).any():
+            raise ValueError("write_batches: a batch's length field does not match its bytes")
+        last_offset = base_offset + _field(data, s + rb.LAST_OFFSET_DELTA_OFFSET, ">i4")
+        max_ts = _field(data, s + rb.MAX_TIMESTAMP_OFFSET, ">i8")
+        self.appender.append_batches(position + s - lo, e - s, last_offset, max_ts)
 
     def end_chunk(self, chunk: Chunk) -> None:
         """Nothing left to do: ``write`` indexed each batch as it came."""

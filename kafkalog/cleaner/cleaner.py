@@ -235,24 +235,15 @@ def _clean_segment_fast(plan: PartitionPlan, seg: LogSegment, chunks, tracker: C
 
 def _recopy_compiled(plan: PartitionPlan, seg: LogSegment, chunks, tracker: CleanedTransactionMetadata,
                      offset_map: KeyVerdicts, out: GroupOutput, ordinal: int) -> None:
-    """The chunk loop over ``filter_to``'s windows: what each chunk's batches wrote, one write each."""
+    """The loop over ``filter_to``'s windows: what each window's batches wrote, one write each. The
+    read chunks (``chunks``) change nothing in the output: the indexes are kept per batch, as Kafka
+    4.4's ``LogSegment.append`` keeps them for a chunk of several batches."""
     windows = filter_to.filtered_windows(
         seg, tracker=tracker, active=plan.active_producers, high_watermark=plan.high_watermark,
         offset_map=offset_map, now_ms=plan.now_ms, delete_retention_ms=plan.config.delete_retention_ms,
         counts=out.counts, max_batch_bytes=max_batch_bytes(plan.config), ordinal=ordinal)
-    win = None
-    for first, end in chunks:
-        chunk = out.begin_chunk()
-        i = first
-        while i < end:
-            while win is None or i >= win.first + win.count:
-                win = next(windows)
-            j = min(end, win.first + win.count)
-            written = win.written(i - win.first, j - win.first)
-            if written is not None:
-                out.write(chunk, *written)
-            i = j
-        out.end_chunk(chunk)
+    for win in windows:
+        out.write_batches(win.data, win.start, win.end)
 
 
 def _record_audit(result: PartitionCleanResult, fb: FilteredBatch, record_decisions: RecordDecisions) -> None:

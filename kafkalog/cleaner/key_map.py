@@ -273,16 +273,28 @@ class KeyMap:
         tail = int(self.state[_ARENA_USED]) / keys if keys else 0.0
         return int(self.budget / (SLOT_BYTES + self.load_factor * tail))
 
+    def _grown_capacity(self) -> int:
+        """The slots ``grow`` would make now; 0 when it would not grow."""
+        if len(self) < self.state[_MAX_KEYS]:
+            return 0
+        capacity = min(self.limit, self.capacity * 2, self._slots_for_budget(),
+                       (self.budget - int(self.state[_ARENA_USED])) // SLOT_BYTES)
+        return capacity if self._max_keys(capacity) > len(self) else 0
+
+    @property
+    def growing_nbytes(self) -> int:
+        """The bytes the map holds while ``grow`` runs (old and new slots side by side, the arena
+        bytes used): what a caller sharing the budget frees first. ``nbytes`` when it would not grow."""
+        capacity = self._grown_capacity()
+        return self.nbytes + capacity * SLOT_BYTES
+
     def grow(self) -> bool:
         """Double the slots (to at most the limit, and to what the budget holds with the keys' tails,
         as ``_slots_for_budget`` estimates them and as the arena's used bytes leave room for),
         rehashing the keys held. False when they cannot hold more keys, or when the arena, not the
         slots, is what is full."""
-        if len(self) < self.state[_MAX_KEYS]:
-            return False
-        capacity = min(self.limit, self.capacity * 2, self._slots_for_budget(),
-                       (self.budget - int(self.state[_ARENA_USED])) // SLOT_BYTES)
-        if self._max_keys(capacity) <= len(self):
+        capacity = self._grown_capacity()
+        if not capacity:
             return False
         new = np.zeros(capacity * SLOT_WORDS, np.int64)
         grow_kernel(self.slots, new)

@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 from numba import njit
@@ -59,7 +59,7 @@ from kafkalog.topic_partition import UNKNOWN_PARTITION
 from kafkalog.cleaner.transaction_metadata import CleanedTransactionMetadata
 from kafkalog.cleaner.window_cache import WindowCache
 from kafkalog.format.buffer_pool import release_pages
-from kafkalog.format.compression import thread_output_buffer
+from kafkalog.format.compression import OutputBuffer, thread_output_buffer
 
 WINDOW_BATCHES = 1024              # batches decompressed and walked per kernel call
 WINDOW_BYTES = 2 << 20             # ... and at most this many bytes of (decompressed) records: bounds a
@@ -250,19 +250,30 @@ class _Window:
     b_end: np.ndarray
 
 
-def _windows(seg: LogSegment, from_position: int, max_batch_bytes: int) -> Iterator[_Window]:
+def _windows(seg: LogSegment, from_position: int, max_batch_bytes: int, *,
+             landing: Optional[Callable[[], Optional[OutputBuffer]]] = None,
+             cache: Optional[WindowCache] = None) -> Iterator[_Window]:
+    """The segment's windows from ``from_position``, decompressed; ``landing``: where to decompress
+    the next one (``WindowCache.landing``, None: this thread's buffer), ``cache`` the cache it is."""
     h = seg.scan().headers
     n = len(h)
     i = int(np.searchsorted(h.position, from_position, side="left")) if n else 0
-    out = thread_output_buffer("cleaner map pass")
+    own = thread_output_buffer("cleaner map pass")
     with filesystem.open_view(seg.log_path) as f:
         buf = _readonly(f.array)
         while i < n:
             part = h.slice(i, min(n, i + WINDOW_BATCHES))
+            out = (landing() if landing is not None else None) or own
             nb, b_src, b_start, b_end, dbuf = decompress_batches(buf, part, out, path=seg.log_path,
                                                                  max_batch_bytes=max_batch_bytes, budget=WINDOW_BYTES)
             nb = max(int(nb), 1)
-            yield _Window(i, part.head(nb), buf, dbuf, b_src, b_start, b_end)
+            if out is not own and cache is not None:
+                cache.landed(dbuf)
+            try:
+                yield _Window(i, part.head(nb), buf, dbuf, b_src, b_start, b_end)
+            finally:
+                if out is not own and cache is not None:
+                    cache.unpin()
             release_pages(buf, int(h.position[i]), int(h.position[i + nb - 1]) + int(h.size[i + nb - 1]))
             i += nb
 
@@ -400,9 +411,13 @@ def _insert_pass(plan, walk: _DirtyWalk, m: KeyMap, n_slices: int, s: int, max_b
     skipped_data = False
     if cache is not None:
         cache.trim(m.budget - m.nbytes - bits_bytes)
+    landing = None
+    if cache is not None:
+        def landing():
+            return cache.landing(m.budget - m.nbytes - bits_bytes)
     for seg, pos, first_ordinal in walk.segments:
         ordinals = _batch_ordinals(seg, first_ordinal)
-        for w in _windows(seg, pos, max_batch_bytes):
+        for w in _windows(seg, pos, max_batch_bytes, landing=landing, cache=cache):
             flags, skipped = _enter_flags(w, tracker)
             skipped_data |= skipped
             counts = w.headers.recordsCount.astype(np.int64)
@@ -413,7 +428,11 @@ def _insert_pass(plan, walk: _DirtyWalk, m: KeyMap, n_slices: int, s: int, max_b
             while True:
                 status, b, k, at, _walked = walk_keys_kernel(mode, records, batches, keys, m.table(), walk_bits, start)
                 start = WalkFrom(b, k, at)
-                if status != WALK_FULL or not m.grow():
+                if status != WALK_FULL:
+                    break
+                if cache is not None:      # room for the old and the new slots side by side while it grows
+                    cache.trim(m.budget - m.growing_nbytes - bits_bytes)
+                if not m.grow():
                     break
                 if cache is not None:
                     cache.trim(m.budget - m.nbytes - bits_bytes)

@@ -10,6 +10,7 @@ leaves no temporary file behind.
 """
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -71,6 +72,7 @@ class _ResultColumns(_PlanColumns):
     bytes_removed: Optional[int] = None
     duration_s: Optional[float] = None
     output: Optional[str] = None                    # --output-dir: written / copied / skipped-complete / not written
+    rss_anon_above_idle_bytes: Optional[int] = None   # peak RssAnon of the process while cleaning, above idle
 
 
 @dataclass(slots=True)
@@ -121,6 +123,72 @@ METADATA_LOG_NOT_CLEANED = "the KRaft metadata log: raft owns it, a broker's cle
 
 def _not_cleaned(explain: Sequence[int], why: str) -> list:
     return [f"offset {o}: partition not cleaned ({why})" for o in explain]
+
+
+# --- memory: the process's anonymous memory while a round runs --------------------------------
+
+STATUS_FILE = "/proc/self/status"
+SAMPLE_S = 0.01                    # how often the round's RssAnon is read
+_idle_rss_anon: Optional[int] = None   # this process's RssAnon before its first round
+
+
+def rss_anon_bytes(status_file: str = STATUS_FILE) -> Optional[int]:
+    """A process's resident anonymous memory (``RssAnon`` of ``/proc/<pid>/status``): its heap and
+    private mappings, without the shared libraries' and files' pages. None where there is no such line.
+
+    :param status_file: the status file (default this process's).
+    """
+    try:
+        with open(status_file, "rb") as f:
+            for line in f:
+                if line.startswith(b"RssAnon:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+class AnonPeak:
+    """The peak of this process's RssAnon while the ``with`` block runs (a daemon thread reads it
+    every SAMPLE_S; the compiled kernels release the GIL, so it reads during them too), and how far
+    that peak is above the process's idle RssAnon: what it held before its first round (so what a
+    round loads, the kernels, or keeps for the next, its buffers, is counted)."""
+
+    def __init__(self, interval: float = SAMPLE_S):
+        global _idle_rss_anon
+        self.interval = interval
+        self.peak = rss_anon_bytes()
+        if _idle_rss_anon is None:
+            _idle_rss_anon = self.peak
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="kafkalog-rss-anon", daemon=True)
+
+    def _sample(self) -> None:
+        now = rss_anon_bytes()
+        if now is not None and (self.peak is None or now > self.peak):
+            self.peak = now
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._sample()
+
+    def __enter__(self) -> "AnonPeak":
+        if self.peak is not None:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._thread.is_alive():
+            self._stop.set()
+            self._thread.join()
+        self._sample()
+
+    @property
+    def above_idle(self) -> Optional[int]:
+        """Peak RssAnon above the idle process's (None without /proc)."""
+        if self.peak is None or _idle_rss_anon is None:
+            return None
+        return max(self.peak - _idle_rss_anon, 0)
 
 
 def _cleanable_reason(offsets, config) -> str:
@@ -201,6 +269,7 @@ def run_or_split_partition(log_dir: str, folder: str, *, configs, now_ms: int, o
     dry_run = options.dry_run
     options = replace(options, lock=False, record_decisions=set(explain) or False)
     started = time.monotonic()
+    memory = AnonPeak()                  # (the idle figure is read before this partition's plan)
     row = CompactionRow(log_dir=log_dir, partition_dir=folder, outcome=OUTCOME_NOT_NEEDED)
     name = Path(folder).name
     try:
@@ -241,13 +310,15 @@ def run_or_split_partition(log_dir: str, folder: str, *, configs, now_ms: int, o
                     row.groups = len(split.groups)
                     return SplitStart(row, split, started)
                 try:
-                    result = clean_partition(folder, config=config, now_ms=now_ms, broker=configs.broker,
-                                             options=options, plan=plan, output=output)
+                    with memory:
+                        result = clean_partition(folder, config=config, now_ms=now_ms, broker=configs.broker,
+                                                 options=options, plan=plan, output=output)
                 except MemoryError:
                     if not dry_run and output is None and pending_swap_files(folder):   # never leave this round's temporary files
                         recover_partition(folder)
                     raise
                 _fill_result(row, result, dry_run)
+                row.rss_anon_above_idle_bytes = memory.above_idle
                 row.explain = [result.explain(o) for o in explain]
                 row.duration_s = round(time.monotonic() - started, 3)
                 return as_row(row)
@@ -260,6 +331,6 @@ def run_or_split_partition(log_dir: str, folder: str, *, configs, now_ms: int, o
     return as_row(row)
 
 
-__all__ = ["CLEANED", "COUNT_FIELDS", "CompactionRow", "ERROR", "OUTCOME_DONE", "OUTCOME_DRY_RUN", "PLAN_FIELDS", "RESULT_FIELDS",
-           "ROW_FIELDS", "SKIPPED", "SplitStart", "WOULD_CLEAN", "run_or_split_partition",
-           "run_partition"]
+__all__ = ["AnonPeak", "CLEANED", "COUNT_FIELDS", "CompactionRow", "ERROR", "OUTCOME_DONE", "OUTCOME_DRY_RUN",
+           "PLAN_FIELDS", "RESULT_FIELDS", "ROW_FIELDS", "SKIPPED", "SplitStart", "WOULD_CLEAN", "rss_anon_bytes",
+           "run_or_split_partition", "run_partition"]

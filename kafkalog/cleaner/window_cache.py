@@ -10,7 +10,8 @@ from there (the window's cut need not match the recopy's), and windows of a segm
 the recopy passes them. Only what is decompressed is kept: an uncompressed batch's records stay in
 the segment's mapping, where both passes read them.
 
-The kept bytes are copied into one arena per thread, reused from round to round: its pages, once
+The kept bytes lie in one arena per thread (the map pass decompresses a window straight there when
+the room allows, ``landing``; else ``offer`` copies it in), reused from round to round: its pages, once
 touched, stay warm (a fresh allocation per window costs more in page faults than the copy). The
 arena's touched pages count against the budget too: ``trim`` gives back (``madvise``) those past
 the room the map leaves, so the map and the arena never hold more than the budget between them.
@@ -24,6 +25,9 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from kafkalog.format.buffer_pool import release_pages
+from kafkalog.format.compression import OutputBuffer
+
+LANDING_MIN_BYTES = 4 << 20          # arena room a window is decompressed into in place (a window: <= 2 MiB of records)
 
 
 @dataclass(eq=False)
@@ -70,14 +74,50 @@ class WindowCache:
         self._arena = _thread_arena(self.limit) if self.limit else np.empty(0, np.uint8)
         _ARENAS.owner = self
         self._at = 0                        # arena bytes in use (windows are kept and trimmed last in, first out)
+        self._pinned = 0                    # arena bytes up to which a window being walked lies (``landed``)
         self.bytes = 0
         self._order: List[Tuple[int, CachedWindow]] = []
         self._by_segment: Dict[int, List[CachedWindow]] = {}
 
+    def landing(self, room: int) -> Optional[OutputBuffer]:
+        """Where the next window may be decompressed straight into the arena (its first free byte
+        on), so that ``offer`` keeps it without a copy: None when the room the map leaves (``room``)
+        or the arena cannot take a whole window (the caller decompresses into its own buffer)."""
+        if not self._owns_arena():
+            return None
+        free = min(len(self._arena) - self._at, room - self.bytes, self.limit - self.bytes)
+        if free < LANDING_MIN_BYTES:
+            return None
+        out = OutputBuffer(0)
+        out.array = self._arena[self._at:self._at + free]
+        _ARENAS.touched = max(_ARENAS.touched, self._at + free)    # (however much the window writes)
+        return out
+
+    def landed(self, dbuf: np.ndarray) -> None:
+        """``dbuf`` was decompressed into the arena (``landing``) and is being walked: its pages are
+        touched, and ``trim`` leaves them alone until ``unpin``."""
+        end = self._arena_position(dbuf)
+        if end is not None:
+            end += len(dbuf)
+            self._pinned = end
+            _ARENAS.touched = max(_ARENAS.touched, end)
+
+    def unpin(self) -> None:
+        """The window from ``landing`` is no longer read: ``trim`` may give its pages back."""
+        self._pinned = 0
+
+    def _arena_position(self, dbuf: np.ndarray) -> Optional[int]:
+        """Where ``dbuf`` starts in this cache's arena, None when it is not in it."""
+        if not len(dbuf) or not len(self._arena):
+            return None
+        at = dbuf.ctypes.data - self._arena.ctypes.data
+        return at if 0 <= at and at + len(dbuf) <= len(self._arena) else None
+
     def offer(self, segment_base: int, first: int, b_src: np.ndarray, b_start: np.ndarray, b_end: np.ndarray,
               dbuf: np.ndarray, room: int) -> bool:
-        """Keep a copy of the window when it has decompressed bytes and fits in ``room`` (the
-        budget's bytes the map does not hold) and the cache's limit."""
+        """Keep the window when it has decompressed bytes and fits in ``room`` (the budget's bytes
+        the map does not hold) and the cache's limit: in place when it was decompressed at the
+        arena's first free byte (``landing``), else as a copy there."""
         if not self._owns_arena() or not len(dbuf) or not (b_src != 0).any():
             return False
         w = CachedWindow(first, b_src.copy(), b_start.copy(), b_end.copy(), np.empty(0, np.uint8))
@@ -88,7 +128,8 @@ class WindowCache:
         if self._at + n > len(self._arena):
             return False
         w.dbuf = self._arena[self._at:self._at + n]
-        w.dbuf[:] = dbuf
+        if self._arena_position(dbuf) != self._at:
+            w.dbuf[:] = dbuf
         self._at += n
         w.arena_end = self._at
         _ARENAS.touched = max(_ARENAS.touched, self._at)
@@ -107,7 +148,7 @@ class WindowCache:
             self._by_segment[base].remove(w)
             self.bytes -= w.nbytes
             self._at = self._order[-1][1].arena_end if self._order else 0
-        keep = max(self._at, room, 0)
+        keep = max(self._at, room, self._pinned, 0)
         if len(self._arena) and _ARENAS.touched > keep:
             release_pages(self._arena, keep, _ARENAS.touched)
             _ARENAS.touched = keep

@@ -174,10 +174,10 @@ def test_passes_do_not_depend_on_how_the_decoder_cuts_windows(tmp_path, monkeypa
     from kafkalog.cleaner import key_walk
     real, calls = key_walk._windows, []
 
-    def windows(seg, pos, max_batch_bytes):
+    def windows(seg, pos, max_batch_bytes, **where):        # (where: the window cache's landing, if any)
         calls.append(1)
         monkeypatch.setattr(key_walk, "WINDOW_BATCHES", 3 + 2 * (len(calls) % 5))
-        return real(seg, pos, max_batch_bytes)
+        return real(seg, pos, max_batch_bytes, **where)
     monkeypatch.setattr(key_walk, "_windows", windows)
     res, files = _round(tmp_path, "sliced", segs, monkeypatch, budget=8 << 10)
     assert res.map_stats.passes > 1 and len(calls) > 3

@@ -443,3 +443,34 @@ def test_build_indexes_accepts_arrow_columns(real_fixtures):
                            last_offsets=table["lastOffset"], max_timestamps=table["maxTimestamp"])
     assert oi.to_bytes() == log.with_suffix(".index").read_bytes()
     assert np.array_equal(ti.timestamps, read_time_index(log.with_suffix(".timeindex")).timestamps)
+
+
+@settings(max_examples=60, deadline=None)
+@given(sizes=st.lists(st.integers(1, 9000), min_size=1, max_size=60),
+       gaps=st.lists(st.integers(1, 5), min_size=60, max_size=60),
+       stamps=st.lists(st.integers(-1, 50), min_size=60, max_size=60),
+       interval=st.sampled_from([1, 4096, 10_000]),
+       back=st.one_of(st.none(), st.integers(0, 59)))
+def test_append_batches_equals_one_append_per_batch(sizes, gaps, stamps, interval, back):
+    """The recopy's ``append_batches`` (a window of batches in one call) keeps the indexes exactly as
+    one ``append`` per batch does, offsets going backwards included (the same error)."""
+    n = len(sizes)
+    positions = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    last = 999 + np.cumsum(np.array(gaps[:n]))
+    if back is not None and back < n:
+        last[back:] -= 20                                      # offsets going backwards from there (or below the base)
+    ts = np.array(stamps[:n], np.int64)
+    one, many = IndexAppender(1000, index_interval_bytes=interval), IndexAppender(1000, index_interval_bytes=interval)
+    try:
+        for p, s, o, t in zip(positions.tolist(), sizes, last.tolist(), ts.tolist()):
+            one.append(position=p, size=s, largest_offset=o, largest_timestamp=t, offset_of_max_timestamp=o)
+        expected = one.finish()
+    except (CorruptIndexError, OffsetOverflowError) as e:
+        with pytest.raises(type(e)) as got:
+            many.append_batches(positions, np.array(sizes), last, ts)
+        assert str(got.value) == str(e)
+        return
+    many.append_batches(positions[:n // 2], np.array(sizes[:n // 2]), last[:n // 2], ts[:n // 2])   # two windows
+    many.append_batches(positions[n // 2:], np.array(sizes[n // 2:]), last[n // 2:], ts[n // 2:])
+    got = many.finish()
+    assert got[0].to_bytes() == expected[0].to_bytes() and got[1].to_bytes() == expected[1].to_bytes()
