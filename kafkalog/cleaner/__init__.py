@@ -15,6 +15,7 @@ Modules, one Kafka concept each:
 * ``bitsets``              one bit per recopied record: found in the map, superseded
 * ``key_walk``             the map pass over a partition's segments with that map: the key-only record
                            walk (numba), hash-slice passes (Cleaner.buildOffsetMap)
+* ``slice_pass``           one hash slice of the map pass on its own (a split round's slice task)
 * ``record_filter``        checkBatchRetention / shouldRetainRecord / filterTo
 * ``filter_to``            MemoryRecords.filterTo compiled: record_filter's twin (same bytes), the
                            kernel for plain windows, decoded columns for the rest

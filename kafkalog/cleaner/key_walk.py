@@ -340,7 +340,7 @@ class KeyVerdicts:
 
 
 @dataclass
-class _DirtyWalk:
+class DirtyWalk:
     """The map pass's batches. Every pass runs the transaction tracker afresh over them (it sees
     only the transactional and control batches, so this costs little); a verdict cached per window
     would be wrong, as the decoder may cut the same batches into windows differently each time."""
@@ -393,7 +393,7 @@ class _PassResult:
     marked: bool = False       # the bits it set are the map's answers for the dirty records
 
 
-def _insert_pass(plan, walk: _DirtyWalk, m: KeyMap, n_slices: int, s: int, max_batch_bytes: int,
+def insert_pass(plan, walk: DirtyWalk, m: KeyMap, n_slices: int, s: int, max_batch_bytes: int,
                  mode: int = WALK_INSERT, registers: Optional[np.ndarray] = None,
                  bits: Optional[Tuple[np.ndarray, np.ndarray]] = None,
                  cache: Optional[WindowCache] = None) -> _PassResult:
@@ -446,7 +446,7 @@ def _insert_pass(plan, walk: _DirtyWalk, m: KeyMap, n_slices: int, s: int, max_b
     return _PassResult(True, mark and not skipped_data and not m.out_of_order)
 
 
-def _mark_pass(plan, recopied: Sequence[LogSegment], first_ordinals: Dict[int, int], m: KeyMap, n_slices: int,
+def mark_pass(plan, recopied: Sequence[LogSegment], first_ordinals: Dict[int, int], m: KeyMap, n_slices: int,
                s: int, below_offset: int, found: np.ndarray, superseded: np.ndarray, max_batch_bytes: int) -> None:
     """Set the bits of the recopied records below ``below_offset`` whose keys (of slice s) the map
     holds: found, and superseded when the map's offset is greater."""
@@ -467,7 +467,7 @@ def _mark_pass(plan, recopied: Sequence[LogSegment], first_ordinals: Dict[int, i
                 _refuse(w, seg, b, at, max_batch_bytes)
 
 
-def _dirty_outside_walk(recopied: Sequence[LogSegment], starts, first_dirty: int) -> bool:
+def dirty_outside_walk(recopied: Sequence[LogSegment], starts, first_dirty: int) -> bool:
     """Whether a batch the insert walk does not read (before its start) holds offsets at or past the
     first dirty offset (a stale index or offsets out of order): its records would have no bits."""
     walked_from = {s.base_offset: pos for s, pos, _ in starts}
@@ -502,16 +502,16 @@ def build_key_verdicts(plan, *, budget: int, load_factor: float, max_batch_bytes
         h = s.scan().headers
         first = int(np.searchsorted(h.position, pos, side="left"))
         records += int(np.maximum(h.recordsCount[first:].astype(np.int64), 0).sum())
-    if mark and _dirty_outside_walk(recopied, starts, first_dirty):
+    if mark and dirty_outside_walk(recopied, starts, first_dirty):
         mark = False
-    walk = _DirtyWalk(starts, records)
+    walk = DirtyWalk(starts, records)
     m = KeyMap(budget, load_factor, weak_hash=weak_hash, max_records=records)
     stats = KeyMapStats(budget=budget, capacity=m.capacity, max_keys=m.max_keys)
     n_slices = slices or 1
     if n_slices == 1:
         bits = new_bitsets(nbits) if mark else None
         cache = WindowCache(budget) if keep_windows else None
-        result = _insert_pass(plan, walk, m, 1, 0, max_batch_bytes, bits=bits, cache=cache)
+        result = insert_pass(plan, walk, m, 1, 0, max_batch_bytes, bits=bits, cache=cache)
         if result.complete:
             stats.passes, stats.keys, stats.bytes, stats.capacity = 1, len(m), m.nbytes, m.capacity
             if result.marked:      # the bits answer the dirty records, the map the ones before
@@ -522,7 +522,7 @@ def build_key_verdicts(plan, *, budget: int, load_factor: float, max_batch_bytes
             cache.trim(0)            # the slices take the whole budget: no window is kept, no page held
         # count the distinct keys (HyperLogLog, one more keys-only walk) to plan the slices
         registers = new_registers()
-        _insert_pass(plan, walk, m, 1, 0, max_batch_bytes, mode=WALK_COUNT, registers=registers)
+        insert_pass(plan, walk, m, 1, 0, max_batch_bytes, mode=WALK_COUNT, registers=registers)
         estimate = hll_estimate(registers)
         n_slices = max(2, math.ceil(estimate * SLICE_HEADROOM / max(m.max_keys, 1)))
     for _attempt in range(MAX_RESTARTS):
@@ -530,7 +530,7 @@ def build_key_verdicts(plan, *, budget: int, load_factor: float, max_batch_bytes
         keys = 0
         for s in range(n_slices):
             m.clear()
-            result = _insert_pass(plan, walk, m, n_slices, s, max_batch_bytes,
+            result = insert_pass(plan, walk, m, n_slices, s, max_batch_bytes,
                                   bits=(found, superseded) if mark else None)
             if not result.complete:
                 break
@@ -539,13 +539,13 @@ def build_key_verdicts(plan, *, budget: int, load_factor: float, max_batch_bytes
                 found, superseded = new_bitsets(nbits)
                 for earlier in range(s):
                     m.clear()
-                    _insert_pass(plan, walk, m, n_slices, earlier, max_batch_bytes)
-                    _mark_pass(plan, recopied, seg_ordinal, m, n_slices, earlier, end_offset, found, superseded, max_batch_bytes)
+                    insert_pass(plan, walk, m, n_slices, earlier, max_batch_bytes)
+                    mark_pass(plan, recopied, seg_ordinal, m, n_slices, earlier, end_offset, found, superseded, max_batch_bytes)
                 m.clear()
-                _insert_pass(plan, walk, m, n_slices, s, max_batch_bytes)
+                insert_pass(plan, walk, m, n_slices, s, max_batch_bytes)
             keys += len(m)
             stats.bytes, stats.capacity = max(stats.bytes, m.nbytes), m.capacity
-            _mark_pass(plan, recopied, seg_ordinal, m, n_slices, s, first_dirty if mark else end_offset, found, superseded,
+            mark_pass(plan, recopied, seg_ordinal, m, n_slices, s, first_dirty if mark else end_offset, found, superseded,
                        max_batch_bytes)
         else:
             stats.passes, stats.keys = n_slices, keys
@@ -558,57 +558,5 @@ def build_key_verdicts(plan, *, budget: int, load_factor: float, max_batch_bytes
 
 __all__ = ["KeyVerdicts", "WALK_COUNT", "WALK_FULL", "WALK_INSERT", "WALK_MALFORMED", "WALK_MARK", "WALK_OK",
            "WALK_START", "WalkBatches", "WalkBits", "WalkFrom", "WalkKeys", "WalkRecords", "bits_kernel", "walk_keys_kernel",
-           "MAP_ALWAYS", "MAP_NEVER", "NO_BITS", "build_key_verdicts", "segment_ordinals"]
-
-
-# --- one hash slice on its own (``split_round``: a round's slices run as separate tasks) --------
-
-def dirty_walk(plan, first_ordinals: Dict[int, int]) -> _DirtyWalk:
-    """The map pass's batches: the dirty segments, the first from ``offsetIndex.lookup(firstDirty)``;
-    ``first_ordinals``: each recopied segment's first record's ordinal (``segment_ordinals``)."""
-    starts = [(s, start_position(s, plan.first_dirty_offset) if i == 0 else 0, first_ordinals[s.base_offset])
-              for i, s in enumerate(plan.dirty_segments())]
-    records = 0
-    for s, pos, _ in starts:
-        h = s.scan().headers
-        first = int(np.searchsorted(h.position, pos, side="left"))
-        records += int(np.maximum(h.recordsCount[first:].astype(np.int64), 0).sum())
-    return _DirtyWalk(starts, records)
-
-
-def insert_walk_marks(plan, recopied: Sequence[LogSegment], walk: _DirtyWalk, nbits: int) -> bool:
-    """Whether the insert walk may set the dirty records' bits as it goes (``build_key_verdicts``'
-    ``mark``): the range's ordinals fit, and no dirty batch lies before the walk's start."""
-    return nbits < MAX_MARKED_RECORDS and not _dirty_outside_walk(recopied, walk.segments, plan.first_dirty_offset)
-
-
-def count_distinct_keys(plan, walk: _DirtyWalk, m: KeyMap, max_batch_bytes: int) -> float:
-    """The dirty range's distinct keys, counted by HyperLogLog in one keys-only walk."""
-    registers = new_registers()
-    _insert_pass(plan, walk, m, 1, 0, max_batch_bytes, mode=WALK_COUNT, registers=registers)
-    return hll_estimate(registers)
-
-
-def slice_pass(plan, walk: _DirtyWalk, m: KeyMap, n_slices: int, s: int, *, recopied: Sequence[LogSegment],
-               first_ordinals: Dict[int, int], nbits: int, mark: bool, max_batch_bytes: int
-               ) -> Optional[Tuple[np.ndarray, np.ndarray]]:
-    """Hash slice ``s`` of ``n_slices`` alone, as one iteration of ``build_key_verdicts``' slice loop:
-    its keys into ``m`` (cleared first), then (found, superseded) bitsets over the ``nbits`` records of
-    the recopied range for the records whose keys are in this slice. None when the slice's keys do
-    not fit ``m``. The bits of several slices OR together into the round's."""
-    m.clear()
-    found, superseded = new_bitsets(nbits)
-    result = _insert_pass(plan, walk, m, n_slices, s, max_batch_bytes, bits=(found, superseded) if mark else None)
-    if not result.complete:
-        return None
-    if mark and not result.marked:           # bits the map would not give: mark every record by lookup
-        mark = False
-        found, superseded = new_bitsets(nbits)
-        m.clear()
-        _insert_pass(plan, walk, m, n_slices, s, max_batch_bytes)
-    _mark_pass(plan, recopied, first_ordinals, m, n_slices, s,
-               plan.first_dirty_offset if mark else plan.upper_bound_offset, found, superseded, max_batch_bytes)
-    return found, superseded
-
-
-__all__ += ["count_distinct_keys", "dirty_walk", "insert_walk_marks", "slice_pass"]
+           "MAP_ALWAYS", "MAP_NEVER", "NO_BITS", "build_key_verdicts", "segment_ordinals",
+           "DirtyWalk", "dirty_outside_walk", "insert_pass", "mark_pass"]

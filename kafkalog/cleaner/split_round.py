@@ -47,8 +47,8 @@ import kafkalog.cleaner.cleaner as cleaner
 from kafkalog.cleaner.clean_options import CleanOptions
 from kafkalog.cleaner.cleaned_segment import CleanedSink
 from kafkalog.cleaner.key_map import SLOT_BYTES, KeyMap, KeyMapStats
-from kafkalog.cleaner.key_walk import (MAP_NEVER, SLICE_HEADROOM, KeyVerdicts, count_distinct_keys, dirty_walk,
-                                       insert_walk_marks, segment_ordinals, slice_pass)
+from kafkalog.cleaner.key_walk import MAP_NEVER, SLICE_HEADROOM, KeyVerdicts, segment_ordinals
+from kafkalog.cleaner.slice_pass import count_distinct_keys, dirty_walk, insert_walk_marks, slice_pass
 from kafkalog.cleaner.plan import PartitionPlan, max_batch_bytes
 from kafkalog.cleaner.record_filter import FilterCounts
 from kafkalog.cleaner.results import GroupResult, PartitionCleanResult
