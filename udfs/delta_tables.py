@@ -8,7 +8,26 @@ Spark jars.
   (``deltalake``): ``create_table_with_add_actions`` for a new table, ``create_write_transaction``
   afterwards. Timestamps are written as UTC-adjusted TIMESTAMP_MICROS (conf/spark-defaults.conf), so the
   table stays at protocol reader 1 / writer 2, readable by every Delta reader. Local (or mounted) paths.
-* ``engine="auto"`` picks the first that works in this session.
+* ``engine="auto"`` (the jobs' default, ``--delta-engine auto``): the writer :data:`JOB_WRITERS` names for
+  the job, where it can write the table here (:func:`choose_engine`).
+
+**The writer per job** (issue 32, ``python -m bench.delta_writers``, ``docs/performance.md``): every job's
+table is written with delta-rs. Measured in one delta-spark session, delta-rs takes 0.27x the time of
+delta-spark for a 200-row audit append (the compaction and retention audits, lag, reindex, diverge rows)
+and 0.05x for a 200,000-row overwrite (the catalog, lookup answers): delta-spark's write runs a Spark job
+for the files, then more for its statistics, checkpoint and ``DESCRIBE HISTORY``; ours is one Parquet
+write plus one commit the driver makes. The export table has no choice: its tasks write the Parquet files
+and one commit per micro-batch adds exactly those with the ``txn`` action that makes it exactly-once
+(``udfs/export_job.py``), which only a commit of given files (delta-rs) can do. What is given up is
+nothing delta-spark's readers or writers see: the tables stay at protocol reader 1 / writer 2, delta-spark
+reads them, appends to them, runs OPTIMIZE and MERGE on them, and delta-rs keeps writing after it
+(``tests/udfs/test_delta_spark_tables.py``); Delta's conflict rules are checked by both writers (delta-rs
+re-reads the log and checks the commits since its snapshot; appends never conflict). ``auto`` still
+takes delta-spark — when the session has it — for a table delta-rs should not write here: a path that is
+not a local (or mounted) folder (s3a://…: the staging move is a rename), or a table whose protocol a
+user raised past writer 2 (deletion vectors, column mapping… enabled through delta-spark).
+``--delta-engine spark`` forces delta-spark for every table but the export's (a cluster's Delta
+settings, a catalog-managed location), ``--delta-engine rs`` delta-rs.
 
 Each commit carries ``kafkalog.*`` commit metadata (job, run id) so ``DESCRIBE HISTORY`` / delta-rs
 ``history()`` tells which run wrote what. A commit may also carry an application transaction
@@ -46,11 +65,61 @@ class WriteResult:
         return dict(path=self.path, engine=self.engine, version=self.version, files=self.files, rows=self.rows)
 
 
-def choose_engine(spark, engine: str = AUTO) -> str:
+# engine="auto": the writer of each job's table (module docstring: why; bench.delta_writers: the numbers).
+JOB_WRITERS = {
+    "catalog": RS,      # 200k-row overwrite: 0.05x delta-spark's time
+    "lookup": RS,       # overwrite of the answers: the catalog's shape
+    "retention": RS,    # audit append, a row per partition: 0.27x
+    "compact": RS,      # audit append: 0.27x
+    "reindex": RS,      # results append: 0.27x
+    "lag": RS,          # lag rows append: 0.27x
+    "diverge": RS,      # rows append: 0.27x
+    "export": RS,       # no choice: commits the files its tasks wrote, with the txn action (exactly once)
+}
+# The newest writer protocol delta-rs writes here as delta-spark expects without asking which features.
+RS_MAX_WRITER_VERSION = 2
+
+
+def is_local_path(path: str) -> bool:
+    """A folder delta-rs's staging rename works in: no URI scheme, or file:."""
+    from urllib.parse import urlparse
+
+    scheme = urlparse(path).scheme
+    return scheme in ("", "file") or (len(scheme) == 1 and os.name == "nt")
+
+
+def rs_can_write(path: str) -> bool:
+    """delta-rs may write the table at ``path`` as this module does: a local folder, and no table yet or
+    one whose protocol a user has not raised past writer :data:`RS_MAX_WRITER_VERSION`."""
+    if not is_local_path(path):
+        return False
+    from deltalake import DeltaTable
+
+    if not DeltaTable.is_deltatable(path):
+        return True
+    protocol = DeltaTable(path).protocol()
+    return protocol.min_reader_version <= 1 and protocol.min_writer_version <= RS_MAX_WRITER_VERSION
+
+
+def choose_engine(spark, engine: str = AUTO, *, job: Optional[str] = None, path: Optional[str] = None) -> str:
+    """The writer (or reader) of a table: ``engine`` when it is spark or rs (spark without delta-spark in
+    the session is an error); for auto, the job's :data:`JOB_WRITERS` entry (delta-rs for every job)
+    unless delta-rs cannot write ``path`` here and the session has delta-spark; without a job of
+    :data:`JOB_WRITERS` (a read, a caller's own write), delta-spark when the session has it.
+
+    :param spark: the session; :param engine: auto, spark or rs; :param job: the job writing (its
+        ``JOB`` name); :param path: the table, for auto's check of where delta-rs can write."""
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, not {engine!r}")
     if engine == AUTO:
-        return SPARK if delta_spark_available(spark) else RS
+        choice = JOB_WRITERS.get(job or "")
+        if choice is None:          # a read, or a caller of our own: what the session has
+            return SPARK if delta_spark_available(spark) else RS
+        if choice == RS and path is not None and not rs_can_write(path) and delta_spark_available(spark):
+            return SPARK
+        if choice == SPARK and not delta_spark_available(spark):
+            return RS
+        return choice
     if engine == SPARK and not delta_spark_available(spark):
         raise RuntimeError("this Spark session has no Delta (spark.sql.extensions lacks "
                            "io.delta.sql.DeltaSparkSessionExtension or its jars are missing); "
@@ -63,8 +132,8 @@ def write_table(df, path: os.PathLike | str, *, mode: str = APPEND, engine: str 
     """Write a DataFrame as (or append it to) the Delta table at ``path``."""
     if mode not in (APPEND, OVERWRITE):
         raise ValueError(f"mode must be append or overwrite, not {mode!r}")
-    engine = choose_engine(df.sparkSession, engine)
     path = os.fspath(path)
+    engine = choose_engine(df.sparkSession, engine, job=(metadata or {}).get("job"), path=path)
     metadata = {f"kafkalog.{k}": str(v) for k, v in (metadata or {}).items()}
     if engine == SPARK:
         rows = df.count()
@@ -199,6 +268,13 @@ def read_table(spark, path: os.PathLike | str, *, engine: str = AUTO):
     from deltalake import DeltaTable
 
     dt = DeltaTable(path)
+    protocol = dt.protocol()
+    if protocol.min_reader_version > 1:
+        # deletion vectors or column mapping (a user enabled them through delta-spark): the files alone
+        # are not the table's rows
+        raise RuntimeError(f"the Delta table {path} needs reader protocol {protocol.min_reader_version} "
+                           f"(features {sorted(protocol.reader_features or [])}): read it through delta-spark "
+                           "(a session with Delta: KAFKALOG_SPARK_PACKAGES=delta, --delta-engine spark)")
     files = dt.file_uris()
     if not files:
         import pyarrow as pa

@@ -107,6 +107,48 @@ def source_schema(options: SourceOptions, *, records: bool = False) -> StructTyp
     return StructType(fields)
 
 
+def _ddl(field: StructField) -> str:
+    return f"{field.name} {field.dataType.simpleString().upper()}"
+
+
+def narrowed_schema(user: StructType, options: SourceOptions) -> StructType:
+    """The rows a read hands over when the user gave a schema (``.schema("partition INT, offset LONG,
+    value BINARY")``): a subset of :func:`source_schema`'s columns — same names, same types, any order,
+    each once — which the tasks then shape and hand to the JVM alone (PySpark 4.2's Python data source
+    has no column pruning; a user schema is Spark's way to narrow a source). Anything else is an error
+    naming the column and listing the allowed ones: Spark's Kafka source refuses user schemas, and a
+    schema we did not produce would be a silent wrong answer.
+
+    :param user: the schema ``reader(schema)`` received (the full schema when the user gave none).
+    :param options: the parsed options (includeHeaders / includeBatchColumns / exportDir add or change
+        the allowed columns)."""
+    allowed = source_schema(options)
+    by_name = {f.name: f for f in allowed}
+    listing = ", ".join(_ddl(f) for f in allowed)
+    if not user.fields:
+        raise SourceOptionError(f"format(\"kafkalog\"): the schema names no column; allowed: {listing}")
+    seen = set()
+    for f in user.fields:
+        ours = by_name.get(f.name)
+        if ours is None:
+            raise SourceOptionError(f"format(\"kafkalog\"): schema column {f.name!r} is not one of this read's "
+                                    f"columns (names are case-sensitive); allowed: {listing}")
+        if f.dataType != ours.dataType:
+            raise SourceOptionError(f"format(\"kafkalog\"): schema column {_ddl(f)} has type "
+                                    f"{f.dataType.simpleString().upper()}, the source gives {_ddl(ours)}; "
+                                    f"allowed: {listing}")
+        if not f.nullable and ours.nullable:
+            raise SourceOptionError(f"format(\"kafkalog\"): schema column {f.name!r} is declared NOT NULL; the "
+                                    f"Kafka source's columns are nullable; allowed: {listing}")
+        if f.name in seen:
+            raise SourceOptionError(f"format(\"kafkalog\"): schema column {f.name!r} is named twice")
+        seen.add(f.name)
+    if options.export_dir and [f.name for f in user.fields] != allowed.fieldNames():
+        raise SourceOptionError(f"format(\"kafkalog\") with exportDir gives one row per file written: its "
+                                f"schema is fixed ({listing}); narrow the records with the export job instead")
+    return StructType([by_name[f.name] for f in user.fields])
+
+
 def register(spark) -> None:
     """Make ``format("kafkalog")`` available in ``spark``. The session's
     ``spark.sql.python.filterPushdown.enabled`` is left as it is: the reader takes no filters (module
@@ -432,7 +474,8 @@ class KafkalogDataSource(DataSource):
     def reader(self, schema: StructType) -> KafkalogReader:
         if self.batch_error is not None:
             raise self.batch_error
-        return KafkalogReader(self.parsed, schema, self.batch_tasks, self.as_of)
+        return KafkalogReader(self.parsed, narrowed_schema(schema, self.parsed), self.batch_tasks, self.as_of)
 
     def streamReader(self, schema: StructType) -> KafkalogStreamReader:
-        return KafkalogStreamReader(parse_source_options(dict(self.options), streaming=True), schema)
+        options = parse_source_options(dict(self.options), streaming=True)
+        return KafkalogStreamReader(options, narrowed_schema(schema, options))

@@ -1,6 +1,7 @@
 """delta-spark reads every Delta table kafkalog's jobs write (issue 32): the catalog, the retention and
 compaction audits, the reindex results, the lag rows, the lookup answers and the export table are written
-by the jobs with delta-rs (``--delta-engine rs``: what a session without Delta's jars writes with), then
+by the jobs with their default writer (``--delta-engine auto``: delta-rs for every job, though this session
+has delta-spark; ``udfs.delta_tables.JOB_WRITERS``), then
 ``spark.read.format("delta")`` must give the rows kafkalog reads back, column names and types included
 (nullability aside: each reader reports it its own way), and Delta's history must list the job's commit
 with kafkalog's commit metadata; the catalog, written twice, travels back to its first version.
@@ -8,10 +9,11 @@ with kafkalog's commit metadata; the catalog, written twice, travels back to its
 
 The export table also takes a user's delta-spark ``OPTIMIZE`` and ``MERGE`` between two export runs and
 while a third runs: Delta's conflict rules decide, and afterwards every exported record is in the table
-exactly once (nothing lost, nothing duplicated).
+exactly once (nothing lost, nothing duplicated). delta-spark then appends to every table (the protocol
+delta-rs wrote is one delta-spark writes) and delta-rs writes the catalog once more after it.
 
 This runs in a Python process of its own: delta-spark refuses even a read
-without its SQL extension, and a session with it makes every job write through delta-spark."""
+without its SQL extension (a session of the suite's own must not carry it)."""
 from __future__ import annotations
 
 import json
@@ -43,7 +45,7 @@ spark = build_session("kafkalog-delta-spark-tables", master="local[2]", packages
                       conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2",
                             "spark.databricks.delta.snapshotPartitions": "2"})
 assert delta_spark_available(spark), "delta-spark did not load"
-rs = ["--delta-engine", "rs"]
+rs = []     # the jobs' default writer (--delta-engine auto) in a session with delta-spark: delta-rs
 now = ["--now-ms", sys.argv[2]]
 compacted = ["--topic-config", "demo-orders:cleanup.policy=compact", "--topic-config",
              "demo-orders:min.cleanable.dirty.ratio=0.01"]
@@ -82,7 +84,8 @@ def run_and_read(name):
     history = spark.sql(f"DESCRIBE HISTORY delta.`{t[name]}`").collect()
     out[name] = {"rows": len(their_rows), "schema_equal": types(theirs) == types(ours),
                  "types": [types(theirs), types(ours)],
-                 "jobs": sorted({json.loads(h["userMetadata"] or "{}").get("kafkalog.job") for h in history})}
+                 "jobs": sorted({json.loads(h["userMetadata"] or "{}").get("kafkalog.job") for h in history}),
+                 "engines": sorted({str(h["engineInfo"]) for h in history})}
 for name in ("export", "catalog", "lookup", "reindex", "lag"):
     run_and_read(name)
 first_catalog = spark.read.format("delta").load(t["catalog"]).collect()
@@ -118,8 +121,19 @@ out["export_concurrent"] = {"before": before, "after": sum(keys.values()),
 for name in ("retention", "compact"):
     run_and_read(name)
 
-# The catalog again, after retention and compaction changed the log: version 1, and time travel to
-# version 0 gives the first run's rows.
+# delta-spark appends to every table delta-rs wrote (its protocol and features are delta-spark's to write),
+# and delta-rs writes the catalog again after delta-spark did
+from deltalake import DeltaTable
+for name, path in t.items():
+    df = spark.read.format("delta").load(path)
+    n = df.count()
+    df.limit(1).write.format("delta").mode("append").save(path)
+    p = DeltaTable(path).protocol()
+    out[name].update(spark_appended=spark.read.format("delta").load(path).count() - n,
+                     protocol=[p.min_reader_version, p.min_writer_version])
+
+# The catalog again, after retention and compaction changed the log: version 2 (1 is delta-spark's append),
+# and time travel to version 0 gives the first run's rows.
 assert catalog_job.main(runs["catalog"][1] + rs, spark=spark) == 0
 history = spark.sql(f"DESCRIBE HISTORY delta.`{t['catalog']}`").orderBy("version").collect()
 earlier = spark.read.format("delta").option("versionAsOf", 0).load(t["catalog"])
@@ -155,10 +169,13 @@ def test_delta_spark_reads_every_table_the_jobs_write_and_the_export_table_takes
         assert got[name]["schema_equal"], (f"delta-spark reads other column names or types in the {name} table",
                                            got[name]["types"])
         assert got[name]["jobs"] == [name], (name, got[name])
+        # the writer per job (udfs.delta_tables.JOB_WRITERS): delta-rs, though the session has delta-spark
+        assert not any("Delta-Lake" in e for e in got[name]["engines"]), (name, got[name]["engines"])
+        assert got[name]["spark_appended"] == 1 and got[name]["protocol"] == [1, 2], (name, got[name])
     c = got["export_concurrent"]
     assert c["after"] == c["distinct"] and c["duplicated"] == 0, c      # nothing duplicated
     assert c["after"] == c["before"] + RECORDS, c        # nothing lost: the 2 x RECORDS/2 new records, once
     assert "OPTIMIZE" in c["operations"], c
     h = got["catalog_history"]                                           # history and time travel
-    assert h["versions"] == [0, 1] and h["jobs"] == ["catalog", "catalog"], h
+    assert h["versions"] == [0, 1, 2] and h["jobs"] == ["catalog", None, "catalog"], h
     assert h["first_rows"] > 0 and h["latest_rows"] > 0, h

@@ -277,6 +277,35 @@ def test_no_log_dir(spark):
         spark.read.format("kafkalog").load()
 
 
+# --- a user-specified schema narrows the columns (our deviation: Spark's Kafka source refuses one) ---------
+
+def test_user_schema_hands_over_only_its_columns_in_its_order(spark, logs):
+    log_dir, parts = logs
+    columns = ["offset", "value", "partition", "topic", "timestamp"]
+    actual = (spark.read.format("kafkalog").schema("offset LONG, value BINARY, partition INT, topic STRING, "
+                                                   "timestamp TIMESTAMP").load(str(log_dir)))
+    assert actual.columns == columns
+    assert_df_equality(actual.orderBy(*ORDER), _expected(spark, all_records(parts)).select(*columns))
+    headers = (spark.read.format("kafkalog").option("includeHeaders", "true")
+               .schema("headers ARRAY<STRUCT<key: STRING, value: BINARY>>, offset LONG, partition INT, topic STRING")
+               .load(str(log_dir)))
+    assert_df_equality(headers.orderBy(*ORDER).select("headers"),
+                       _expected(spark, all_records(parts), headers=True).select("headers"))
+
+
+def test_user_schema_outside_the_sources_columns_is_an_error_listing_them(spark, logs):
+    log_dir, _ = logs
+    for schema, message in [
+        ("partition INT, offsets LONG", "schema column 'offsets' is not one of"),
+        ("partition INT, offset INT", "schema column offset INT has type INT, the source gives offset BIGINT"),
+        ("partition INT, key BINARY NOT NULL", "'key' is declared NOT NULL"),
+    ]:
+        with pytest.raises(Exception, match=message) as caught:      # when the query plans, before any task
+            spark.read.format("kafkalog").schema(schema).load(str(log_dir)).collect()
+        assert "allowed: key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP, " \
+               "timestampType INT" in str(caught.value), schema
+
+
 # --- real fixtures ----------------------------------------------------------------------------------------
 
 def _real_partition_dirs(root: Path):

@@ -178,3 +178,21 @@ def test_streaming_option_rules(spark, tmp_path):
         .option("checkpointLocation", str(tmp_path / "c")).trigger(availableNow=True).start()
     reader_query.awaitTermination(300)
     assert rows_of(sink) == []
+
+
+def test_user_schema_narrows_a_stream_too(spark, tmp_path):
+    log_dir = tmp_path / "logs"
+    parts = make_kafka_python_partition(log_dir, "orders", 0, codec=0, segments=1, batches_per_segment=3,
+                                        records_per_batch=4, seed=3)
+    expected = parts.records
+    sink: list = []
+    df = (spark.readStream.format("kafkalog").schema("value BINARY, offset LONG")
+          .option("startingOffsets", "earliest").load(str(log_dir)))
+    assert df.columns == ["value", "offset"]
+    query = (df.writeStream.foreachBatch(lambda b, _i: sink.extend(tuple(r) for r in b.collect()))
+             .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(availableNow=True).start())
+    query.awaitTermination(300)
+    assert sorted(sink, key=lambda r: r[1]) == [(r["value"], r["offset"]) for r in expected]
+    bad = spark.readStream.format("kafkalog").schema("value STRING").load(str(log_dir))
+    with pytest.raises(Exception, match="schema column value STRING has type STRING"):
+        bad.writeStream.format("noop").option("checkpointLocation", str(tmp_path / "ckpt2")).start().awaitTermination(60)
