@@ -45,6 +45,7 @@ from kafkalog.log.local_log import pending_swap_files
 from kafkalog.log.recover import recover_partition
 from kafkalog.fs.filesystem import refuse_uris
 from kafkalog.fs.lock import held_fences
+from kafkalog.tools.arguments import non_negative_int
 
 from udfs import delta_tables, interrupts
 from udfs.compact_split import compact_split
@@ -134,7 +135,7 @@ def build_parser():
                         help="split one partition's round across tasks — the key map in hash-slice tasks, each "
                              "segment group recopied in its own task, one swap-in — when its cleanable bytes reach "
                              "--split-threshold-bytes (auto), for every partition (always), or never (default: auto)")
-    parser.add_argument("--split-threshold-bytes", type=_byte_count, default=SPLIT_THRESHOLD_BYTES, metavar="N",
+    parser.add_argument("--split-threshold-bytes", type=non_negative_int, default=SPLIT_THRESHOLD_BYTES, metavar="N",
                         help=f"cleanable bytes from which --split auto splits a partition (default: "
                              f"{SPLIT_THRESHOLD_BYTES:,}, 1 GiB)")
     add_html_argument(parser)
@@ -144,16 +145,6 @@ def build_parser():
                              "such as s3://bucket/prefix) and leave the log dir as it is (one log dir; it may be a "
                              "URI too); a rerun after a kill finishes it")
     return parser
-
-
-def _byte_count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of bytes") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: a number of bytes is >= 0")
-    return value
 
 
 # --- the stage: one task per partition folder ----------------------------------------------
