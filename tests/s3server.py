@@ -30,6 +30,10 @@ READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 10.0
 # ``-master.port`` P also takes P + 10000 for gRPC, and so do the volume and filer ports.
 GRPC_PORT_SHIFT = 10000
+# weed makes each bucket a collection and grows several volumes for it at its first write; with room for
+# 20 volumes the third bucket of a session found none free and every upload to it failed with
+# INTERNAL_FAILURE (volumes are sparse files: a larger limit costs no disk until written)
+MAX_VOLUMES = 100
 
 
 @dataclass
@@ -100,7 +104,7 @@ def start_server(weed: str) -> S3Server:
     log = open(data_dir / "weed.log", "wb")
     process = subprocess.Popen(
         [weed, "server", f"-dir={store}", "-s3", f"-s3.port={s3}", f"-master.port={master}",
-         f"-volume.port={volume}", f"-filer.port={filer}", "-ip=127.0.0.1", "-volume.max=20",
+         f"-volume.port={volume}", f"-filer.port={filer}", "-ip=127.0.0.1", f"-volume.max={MAX_VOLUMES}",
          f"-s3.config={config}", "-s3.port.iceberg=0", "-s3.port.lance=0", "-master.telemetry=false"],
         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     log.close()
