@@ -21,6 +21,7 @@ import sys
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 _CACHE = os.path.isfile(__file__)
@@ -41,6 +42,29 @@ def load_word(typingctx, arr, index):
         ary = context.make_array(signature.args[0])(context, builder, a)
         word = builder.load(builder.bitcast(builder.gep(ary.data, [i]), ir.IntType(64).as_pointer()), align=1)
         return builder.bswap(word) if sys.byteorder == "big" else word
+
+    return sig, codegen
+
+
+@intrinsic
+def prefetch_write(typingctx, arr, index):
+    """Ask the CPU to bring the cache line of ``arr[index]`` in, for writing, without waiting for it
+    (LLVM's ``llvm.prefetch``; a hint: an index out of bounds is ignored, never read). The map pass
+    parses a few records ahead of its probes and prefetches their slots, so that the probes' cache
+    misses overlap instead of following one another."""
+    sig = types.void(arr, types.intp)
+
+    def codegen(context, builder, signature, args):
+        a, i = args
+        ary = context.make_array(signature.args[0])(context, builder, a)
+        byte_ptr = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [byte_ptr, i32, i32, i32]), "llvm.prefetch.p0")
+        # rw = 1 (write), locality = 3 (keep in every cache level), cache type = 1 (data)
+        builder.call(fn, [builder.bitcast(builder.gep(ary.data, [i]), byte_ptr), ir.Constant(i32, 1),
+                          ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        return context.get_dummy_value()
 
     return sig, codegen
 
@@ -117,4 +141,4 @@ def slice_of(h, n_slices):
     return fastrange(h >> np.uint64(32), n_slices)
 
 
-__all__ = ["fastrange", "key_hash", "key_word", "load_word", "slice_of"]
+__all__ = ["fastrange", "key_hash", "key_word", "load_word", "prefetch_write", "slice_of"]

@@ -59,7 +59,7 @@ import numpy as np
 from numba import njit
 
 from kafkalog.cleaner.bitsets import set_bit
-from kafkalog.cleaner.key_hash import fastrange, key_hash, key_word, load_word
+from kafkalog.cleaner.key_hash import fastrange, key_hash, key_word, load_word, prefetch_write
 from kafkalog.format.records_accel import copy_bytes
 
 _CACHE = os.path.isfile(__file__)
@@ -128,6 +128,15 @@ def _find_slot(slots, arena, src, p, n, h, k0, k1):
         i += 1
         if i == cap:
             i = 0
+
+
+@njit(cache=_CACHE, inline="always")
+def prefetch_slot(slots, h):
+    """Start loading the slot a key with hash ``h`` probes first (both cache lines it may straddle),
+    without waiting: a walk calls it some records before ``map_put``/``map_get`` of that key."""
+    w = fastrange(np.uint32(h & np.uint64(0xFFFFFFFF)), slots.shape[0] // SLOT_WORDS) * SLOT_WORDS
+    prefetch_write(slots, w)
+    prefetch_write(slots, w + SLOT_WORDS - 1)
 
 
 @njit(cache=_CACHE, inline="always")
@@ -359,4 +368,4 @@ class KeyMap:
 
 __all__ = ["ARENA_LIMIT", "EMPTY_SLOT", "INITIAL_CAPACITY", "INLINE_BYTES", "KeyMap", "KeyMapStats", "MAX_MARKED_RECORDS",
            "MIN_BUDGET", "MIN_CAPACITY", "NOT_FOUND", "SLOT_BYTES", "SLOT_WORDS", "clear_kernel", "dedupe_budget",
-           "grow_kernel", "lookup_kernel", "map_get", "map_put"]
+           "grow_kernel", "lookup_kernel", "map_get", "map_put", "prefetch_slot"]

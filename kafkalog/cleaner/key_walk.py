@@ -50,7 +50,7 @@ from kafkalog.format.varint import read_varint, read_varlong
 from kafkalog.cleaner.bitsets import new_bitsets, set_bit
 from kafkalog.cleaner.hyper_log_log import hll_add, hll_estimate, new_registers
 from kafkalog.cleaner.key_hash import key_hash, slice_of
-from kafkalog.cleaner.key_map import MAX_MARKED_RECORDS, NOT_FOUND, KeyMap, KeyMapStats, map_get, map_put
+from kafkalog.cleaner.key_map import MAX_MARKED_RECORDS, NOT_FOUND, KeyMap, KeyMapStats, map_get, map_put, prefetch_slot
 from kafkalog.cleaner.source_segments import start_position
 from kafkalog.format.records_accel import read_varint as read_varint_at, read_varlong as read_varlong_at
 from kafkalog.log.local_log import collect_aborted_transactions
@@ -67,6 +67,7 @@ WINDOW_BYTES = 2 << 20             # ... and at most this many bytes of (decompr
                                    # (5 reps, load 4-5) were within noise (min 0.74 vs 0.70 s, 0.91 vs 0.96 s)
 SLICE_HEADROOM = 1.25              # slices planned for this many times the estimated keys
 MAX_RESTARTS = 6                   # slice counts tried (each doubles) before giving up
+PIPELINE = 16                      # keys a walk parses and prefetches before it probes the first
 
 _TXN_OR_CONTROL = rb.TRANSACTIONAL_FLAG_MASK | rb.CONTROL_FLAG_MASK
 _CACHE = os.path.isfile(__file__)
@@ -141,6 +142,11 @@ def walk_keys_kernel(mode, records, batches, keys, table, bits, start):
     when the map holds it, the record's bit is set in ``bits.found``, and in ``bits.superseded`` too
     when the map's offset is greater than the record's.
 
+    In steps of ``PIPELINE`` keys: the records are parsed and their keys hashed, each key's first
+    slot prefetched (``key_map.prefetch_slot``), then the keys are put or looked up in log order;
+    the probes' cache misses (the slots of a map of millions of keys are far from any cache)
+    overlap instead of each waiting for the one before.
+
     :param mode: WALK_INSERT, WALK_MARK or WALK_COUNT.
     :param records: ``WalkRecords``.
     :param batches: ``WalkBatches``.
@@ -156,60 +162,89 @@ def walk_keys_kernel(mode, records, batches, keys, table, bits, start):
     slots, arena, state = table
     found_bits, superseded_bits, mark = bits
     from_b, from_k, from_p = start
+    # the keys of one step: their record's index in the batch and byte position, the key's position
+    # and length, its hash and its record's offset
+    q_k = np.empty(PIPELINE, np.int64)
+    q_rec = np.empty(PIPELINE, np.int64)
+    q_key = np.empty(PIPELINE, np.int64)
+    q_len = np.empty(PIPELINE, np.int64)
+    q_hash = np.empty(PIPELINE, np.uint64)
+    q_offset = np.empty(PIPELINE, np.int64)
     walked = 0
     for b in range(from_b, b_start.shape[0]):
         if b_flag[b] == 0:
             continue
         src = buf if b_src[b] == 0 else dbuf
         p = b_start[b]
-        first = 0
+        k = 0
         if b == from_b and from_p >= 0:
             p = from_p
-            first = from_k
+            k = from_k
         end = b_end[b]
         base = b_base_offset[b]
-        for k in range(first, b_count[b]):
-            rec = p
-            length, p = read_varint_at(src, p, end)
-            if p < 0 or length <= 0 or p + length > end:
-                return WALK_MALFORMED, b, k, rec, walked
-            rend = p + length
-            _ts, c = read_varlong_at(src, p + 1, rend)          # attributes, timestampDelta
-            if c < 0:
-                return WALK_MALFORMED, b, k, rec, walked
-            od, c = read_varint_at(src, c, rend)
-            if c < 0:
-                return WALK_MALFORMED, b, k, rec, walked
-            klen, c = read_varint_at(src, c, rend)
-            if c < 0 or c + klen > rend:
-                return WALK_MALFORMED, b, k, rec, walked
-            p = rend
-            if klen < 0:                                        # null key: never in the map
-                continue
-            offset = base + od
-            if mode == WALK_MARK:
-                if offset >= hi_offset:
+        count = b_count[b]
+        while k < count:
+            n = 0
+            bad_k = -1                   # a record that does not walk: its index, at ``bad_rec``
+            bad_rec = 0
+            while k < count and n < PIPELINE:
+                rec = p
+                length, p = read_varint_at(src, p, end)
+                if p < 0 or length <= 0 or p + length > end:
+                    bad_k, bad_rec = k, rec
+                    break
+                rend = p + length
+                _ts, c = read_varlong_at(src, p + 1, rend)          # attributes, timestampDelta
+                if c < 0:
+                    bad_k, bad_rec = k, rec
+                    break
+                od, c = read_varint_at(src, c, rend)
+                if c < 0:
+                    bad_k, bad_rec = k, rec
+                    break
+                klen, c = read_varint_at(src, c, rend)
+                if c < 0 or c + klen > rend:
+                    bad_k, bad_rec = k, rec
+                    break
+                p = rend
+                k += 1
+                if klen < 0:                                        # null key: never in the map
                     continue
-            elif offset < lo_offset:
-                continue
-            h = key_hash(src, c, klen, weak)
-            if mode == WALK_COUNT:
-                hll_add(found_bits, h)
-                walked += 1
-                continue
-            if n_slices > 1 and slice_of(h, n_slices) != slice_index:
-                continue
-            if mode == WALK_INSERT:
-                if not map_put(slots, arena, state, src, c, klen, h, offset, b_ordinal[b] + k, mark, found_bits,
-                               superseded_bits):
-                    return WALK_FULL, b, k, rec, walked
-                walked += 1
-            else:
-                latest = map_get(slots, arena, src, c, klen, h)
-                if latest != NOT_FOUND:
-                    set_bit(found_bits, b_ordinal[b] + k)
-                    if offset < latest:
-                        set_bit(superseded_bits, b_ordinal[b] + k)
+                offset = base + od
+                if mode == WALK_MARK:
+                    if offset >= hi_offset:
+                        continue
+                elif offset < lo_offset:
+                    continue
+                h = key_hash(src, c, klen, weak)
+                if mode == WALK_COUNT:
+                    hll_add(found_bits, h)
+                    walked += 1
+                    continue
+                if n_slices > 1 and slice_of(h, n_slices) != slice_index:
+                    continue
+                prefetch_slot(slots, h)
+                q_k[n] = k - 1
+                q_rec[n] = rec
+                q_key[n] = c
+                q_len[n] = klen
+                q_hash[n] = h
+                q_offset[n] = offset
+                n += 1
+            for j in range(n):
+                if mode == WALK_INSERT:
+                    if not map_put(slots, arena, state, src, q_key[j], q_len[j], q_hash[j], q_offset[j],
+                                   b_ordinal[b] + q_k[j], mark, found_bits, superseded_bits):
+                        return WALK_FULL, b, q_k[j], q_rec[j], walked
+                    walked += 1
+                else:
+                    latest = map_get(slots, arena, src, q_key[j], q_len[j], q_hash[j])
+                    if latest != NOT_FOUND:
+                        set_bit(found_bits, b_ordinal[b] + q_k[j])
+                        if q_offset[j] < latest:
+                            set_bit(superseded_bits, b_ordinal[b] + q_k[j])
+            if bad_k >= 0:
+                return WALK_MALFORMED, b, bad_k, bad_rec, walked
         if p != end:
             return WALK_MALFORMED, b, b_count[b], p, walked
     return WALK_OK, -1, 0, 0, walked
