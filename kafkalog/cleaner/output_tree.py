@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from typing import List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 from kafkalog.errors import KafkalogError
 from kafkalog.format.record_batch import crc32c_update
@@ -101,23 +101,22 @@ class OutputTree:
 
     def write(self, rel: str, data: bytes, *, mtime_ns: Optional[int] = None) -> Tuple[int, int]:
         """A whole small file (an index, a checkpoint); its (size, CRC-32C)."""
-        w = self.writer(rel)
-        try:
-            w.write(data)
-            w.close()
-        except BaseException:
-            w.abort()
-            raise
-        self.set_mtime(rel, mtime_ns)
-        return w.size, w.crc
+        return self._written(rel, lambda w: w.write(data), mtime_ns)
 
     def copy_in(self, source: str, rel: str, *, mtime_ns: Optional[int] = None) -> Tuple[int, int]:
         """Copy a file (local or URI) into the tree, COPY_CHUNK_BYTES at a time; its (size, CRC-32C)."""
-        w = self.writer(rel)
-        try:
+        def fill(w: TreeWriter) -> None:
             with filesystem.RangeFile(source) as f:
                 for at in range(0, f.size, COPY_CHUNK_BYTES):
                     w.write(f.read_at(at, COPY_CHUNK_BYTES))
+        return self._written(rel, fill, mtime_ns)
+
+    def _written(self, rel: str, fill: Callable[[TreeWriter], None], mtime_ns: Optional[int]) -> Tuple[int, int]:
+        """The file ``rel`` written by ``fill`` and closed (aborted, nothing left, if anything fails),
+        its mtime set; its (size, CRC-32C)."""
+        w = self.writer(rel)
+        try:
+            fill(w)
             w.close()
         except BaseException:
             w.abort()
