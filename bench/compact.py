@@ -39,7 +39,15 @@ distinct: more than one pass, exact, worker peak RSS ≤ budget + 256 MiB.
 
 Kafka's own cleaner on the same *mixed* bytes: ``bench/broker_cleaner.py`` (a real 4.4.0 broker).
 
-Issue 34's yardsticks (``--broker``; ``--skip-job`` leaves out the Spark runs on *mixed*): per repetition
+``--issue34``: issue 34's table in ONE run on the same *mixed* bytes (``bench/issue34.py``): per
+repetition, in this order, ``clean_partition`` (wall and CPU), the codec floor of that round, the broker's
+cleaner thread (``run_broker``), the split (``measure_split``), and the memory figures from the split
+run's two reports (the split round's and the one task's ``rss_anon_above_idle_bytes`` against the key-map
+budget + 64 MiB); one markdown table with the three ratios, the memory and the load before each step.
+
+    python -m bench.compact --issue34 --reps 3 --json out.json    # issue 34's table, one run
+
+Issue 34's yardsticks, older form (``--broker``; ``--skip-job`` leaves out the Spark runs on *mixed*): per repetition
 ``clean_partition`` ÷ the codec floor of the same round and ÷ the broker's cleaner thread on the same bytes
 (``run_broker``), in wall and in CPU seconds (thread CPU time; the broker's cleaner thread's from /proc), and
 medians; after the repetitions the memory figure of the *distinct* job: a task's ``rss_anon_above_idle_bytes``
@@ -381,7 +389,7 @@ def measure_split(mixed: Path) -> dict:
     the driver's swap-in), ``segment.bytes`` = the data's 48 MiB segments (so the round has several
     groups, as a broker rolling at that size would have); the ratio of the compact stage's wall time
     (``summary.stage_s``: no JVM start or exit), never ÷ always. Same bytes required."""
-    src = ROOT / "compact15-work" / "split-src"
+    src = WORK / "split-src"
     shutil.rmtree(src, ignore_errors=True)
     first = sorted(p.name for p in mixed.iterdir() if p.is_dir())[0]
     shutil.copytree(mixed, src, ignore=lambda d, names: [n for n in names if Path(d) == mixed and
@@ -394,6 +402,9 @@ def measure_split(mixed: Path) -> dict:
     row = next(p for p in rep["partitions"] if p["status"] == "cleaned")
     return dict(partition=first, bytes=one["bytes"], one_task_stage_s=one["stage_s"], split_stage_s=two["stage_s"],
                 ratio=one["stage_s"] / two["stage_s"], slices=row["split_slices"], groups=row["groups"],
+                split_rss_anon_above_idle=row["rss_anon_above_idle_bytes"],       # the largest slice/group task's
+                one_task_rss_anon_above_idle=one["rss_anon_above_idle"][0], map_budget=row["map_budget"],
+                one_task_map_budget=one["map_budget"][0],
                 equal=_tree(Path(one["work"])) == _tree(Path(two["work"])), load_before=load,
                 load_after=os.getloadavg(), memory_split=two["memory"], memory_one=one["memory"])
 
@@ -409,7 +420,18 @@ def main(argv=None) -> int:
     ap.add_argument("--json", metavar="PATH")
     ap.add_argument("--readme", metavar="PATH")
     ap.add_argument("--split-only", action="store_true", help="only issue 34's split measurement (measure_split)")
+    ap.add_argument("--issue34", action="store_true",
+                    help="issue 34's table in one run (bench/issue34.py): clean_partition, codec floor, broker, "
+                         "split, memory; --reps and --json apply")
     args = ap.parse_args(argv)
+    if args.issue34:
+        from bench import issue34
+        result = issue34.run(args.reps, log=lambda *a: print(*a, flush=True))
+        table = issue34.render(result)
+        print(table, flush=True)
+        if args.json:
+            Path(args.json).write_text(json.dumps(dict(result, table=table), indent=2, default=str) + "\n")
+        return 0
     if args.split_only:
         print(json.dumps(measure_split(ensure_data("mixed")), default=str, indent=1), flush=True)
         return 0

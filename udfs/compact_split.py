@@ -14,6 +14,9 @@ Three stages, then the driver:
 * swap   — on the driver, which holds the log dirs' locks: ``swap_in_split_round`` installs every
            group of a partition at once and writes its ``cleaner-offset-checkpoint`` entry.
 
+Each map and recopy task measures its own worker's peak RssAnon above that worker's idle (``AnonPeak``,
+as a one-task round does); the partition's row reports the largest (``rss_anon_above_idle_bytes``).
+
 Only bitsets, plans and report rows cross the JVM, pickled in one binary column. A partition whose
 task fails reports its error, its ``.cleaned`` files are removed and nothing of it is swapped in;
 the others go on. A job killed before a swap-in leaves ``.cleaned`` files only, which ``kafkalog
@@ -24,12 +27,14 @@ from __future__ import annotations
 import os
 import pickle
 import time
+from dataclasses import replace
 from typing import Callable, Dict, Iterator, List, Sequence, Tuple
 
 import pyarrow as pa
 
 from kafkalog.cleaner.clean_options import CleanOptions
-from kafkalog.cleaner.partition_run import ERROR, OUTCOME_FAILED, CompactionRow, SplitStart, run_or_split_partition
+from kafkalog.cleaner.partition_run import (ERROR, OUTCOME_FAILED, AnonPeak, CompactionRow, SplitStart,
+                                            run_or_split_partition)
 from kafkalog.cleaner.split_round import (GroupDone, SliceBits, clean_split_group, discard_split_round, merge_bits,
                                           slice_bits, swap_in_split_round)
 from kafkalog.errors import KafkalogError
@@ -118,7 +123,9 @@ def compact_split(spark, folders: Sequence[Tuple[str, str]], *, configs, now: in
 
     def one_slice(i: int) -> SliceBits:
         p, s = slice_tasks[i]
-        return slice_bits(rounds.value[p], s)
+        with AnonPeak() as memory:       # this worker's RssAnon above its idle, as a one-task round reports it
+            answer = slice_bits(rounds.value[p], s)
+        return replace(answer, rss_anon_above_idle_bytes=memory.above_idle)
 
     sliced = _run_tasks(spark, len(slice_tasks), one_slice)
     failed: Dict[int, str] = {}
@@ -140,9 +147,10 @@ def compact_split(spark, folders: Sequence[Tuple[str, str]], *, configs, now: in
     def one_group(i: int) -> GroupDone:
         p, g = group_tasks[i]
         log_dir = splits[p][0]
-        superseded, found, stats = bits.value[p]
-        with fenced([fences.get(log_dir)]):
-            return clean_split_group(rounds.value[p], g, superseded, found, dry_run=options.dry_run, stats=stats)
+        with AnonPeak() as memory, fenced([fences.get(log_dir)]):
+            superseded, found, stats = bits.value[p]
+            done = clean_split_group(rounds.value[p], g, superseded, found, dry_run=options.dry_run, stats=stats)
+        return replace(done, rss_anon_above_idle_bytes=memory.above_idle)
 
     recopied = _run_tasks(spark, len(group_tasks), one_group)
     # swap-in, per partition, on the driver (it holds the locks)
@@ -161,7 +169,9 @@ def compact_split(spark, folders: Sequence[Tuple[str, str]], *, configs, now: in
         with fenced([fences.get(log_dir)]):
             result = swap_in_split_round(start.split, done, merged[p][2],  # type: ignore[arg-type]
                                          options=CleanOptions(dry_run=options.dry_run, lock=False))
-        rows.append(start.finish(result, options.dry_run, time.monotonic() - started))
+        tasks = [sliced[i] for i, (q, _s) in enumerate(slice_tasks) if q == p] + done
+        rows.append(start.finish(result, options.dry_run, time.monotonic() - started,
+                                 [t.rss_anon_above_idle_bytes for t in tasks]))  # type: ignore[union-attr]
     rounds.unpersist()
     bits.unpersist()
     return rows

@@ -223,10 +223,14 @@ class SplitStart:
     split: SplitRound
     started: float
 
-    def finish(self, result: PartitionCleanResult, dry_run: bool, elapsed_s: float) -> dict:
-        """The report row once the round's swap-in (or its failure) is known."""
+    def finish(self, result: PartitionCleanResult, dry_run: bool, elapsed_s: float,
+               rss_anon_above_idle: Sequence[Optional[int]] = ()) -> dict:
+        """The report row once the round's swap-in (or its failure) is known; ``rss_anon_above_idle``:
+        each slice and group task's peak RssAnon above its worker's idle (``AnonPeak``), the largest
+        of which is the row's ``rss_anon_above_idle_bytes`` (None where no task measured one)."""
         self.row.split_slices = self.split.slices
         _fill_result(self.row, result, dry_run)
+        self.row.rss_anon_above_idle_bytes = max((m for m in rss_anon_above_idle if m is not None), default=None)
         self.row.duration_s = round(elapsed_s, 3)
         return as_row(self.row)
 

@@ -282,6 +282,7 @@ class SliceBits:
     found: np.ndarray
     keys: int
     map_bytes: int
+    rss_anon_above_idle_bytes: Optional[int] = None   # the task's peak RssAnon above idle (set by the job's task)
 
 
 def slice_bits(split: SplitRound, s: int) -> SliceBits:
@@ -344,6 +345,7 @@ class GroupDone:
     aborted_txns: int
     counts: FilterCounts
     suffixes: List[str]
+    rss_anon_above_idle_bytes: Optional[int] = None   # the task's peak RssAnon above idle (set by the job's task)
 
 
 def _cleaned_path(split: SplitRound, base: int, suffix: str = "log") -> Path:

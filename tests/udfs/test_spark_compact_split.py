@@ -2,7 +2,8 @@
 across tasks (hash-slice tasks, a task per segment group, the driver's swap-in) writes the bytes the
 one-task path writes (``--split never``, which test_spark_compact shows equal to the single-process
 cleaner: compared with that here, one Spark run less), and the report says it was split and into
-how many slices and groups."""
+how many slices and groups, and the memory its slice and group tasks used (the largest task's peak
+RssAnon above its worker's idle, as a one-task round reports it)."""
 from __future__ import annotations
 
 import json
@@ -19,6 +20,7 @@ from test_spark_compact import NOW, build, job_args, local_configs, tree  # noqa
 
 COUNTS = ("records_read", "records_kept", "records_superseded", "markers_removed", "bytes_written", "end_offset",
           "map_size")
+MIB = 1 << 20
 
 
 def test_split_always_writes_the_bytes_of_split_never(spark, tmp_path):
@@ -37,6 +39,9 @@ def test_split_always_writes_the_bytes_of_split_never(spark, tmp_path):
         if r is not None and r.cleaned:
             assert row["status"] == "cleaned" and row["split_slices"] == 2 and row["groups"] == len(r.groups)
             assert {k: row[k] for k in COUNTS} == {k: r.audit()[k] for k in COUNTS}
+            # issue 34: a task's RssAnon above its idle worker stays within the key-map budget + 64 MiB
+            above = row["rss_anon_above_idle_bytes"]
+            assert above is not None and 0 < above < row["map_budget"] + 64 * MIB, (above, row["map_budget"])
         else:
             assert row["status"] == "skipped" and row["split_slices"] is None
     assert sum(row["status"] == "cleaned" for row in rows.values()) == 3
