@@ -50,7 +50,6 @@ from kafkalog.cleaner.key_map import SLOT_BYTES, KeyMap, KeyMapStats
 from kafkalog.cleaner.key_walk import MAP_NEVER, SLICE_HEADROOM, KeyVerdicts, segment_ordinals
 from kafkalog.cleaner.slice_pass import count_distinct_keys, dirty_walk, insert_walk_marks, slice_pass
 from kafkalog.cleaner.plan import PartitionPlan, max_batch_bytes
-from kafkalog.cleaner.record_filter import FilterCounts
 from kafkalog.cleaner.results import GroupResult, PartitionCleanResult
 from kafkalog.cleaner.segment_grouping import group_segments_by_size
 from kafkalog.cleaner.source_segments import read_windows
@@ -338,13 +337,8 @@ class GroupDone:
     """What the recopy of one group answers (its ``.cleaned`` files are on disk unless a dry run)."""
 
     index: int
-    base_offset: int
-    source_base_offsets: List[int]
-    bytes_before: int
-    bytes_after: int
-    aborted_txns: int
-    counts: FilterCounts
-    suffixes: List[str]
+    group: GroupResult             # as ``clean_partition`` reports a group
+    suffixes: List[str]            # the ``.cleaned`` files written (``swap.write_cleaned``)
     rss_anon_above_idle_bytes: Optional[int] = None   # the task's peak RssAnon above idle (set by the job's task)
 
 
@@ -387,8 +381,8 @@ def clean_split_group(split: SplitRound, g: int, superseded: np.ndarray, found: 
         if not dry_run:
             _discard_group(split, base)
         raise
-    return GroupDone(g, base, [s.base_offset for s in sources], sum(s.size for s in sources), sink.size,
-                     len(out.txn_entries), out.counts, suffixes)
+    return GroupDone(g, GroupResult(base, [s.base_offset for s in sources], sum(s.size for s in sources), sink.size,
+                                    len(out.txn_entries), out.counts), suffixes)
 
 
 def _discard_group(split: SplitRound, base: int) -> None:
@@ -415,9 +409,8 @@ def _round_result(split: SplitRound, done: Sequence[GroupDone], stats: KeyMapSta
     result.map_size = stats.keys
     result.end_offset = split.end_offset
     for d in sorted(done, key=lambda d: d.index):
-        result.counts.add(d.counts)
-        result.groups.append(GroupResult(d.base_offset, d.source_base_offsets, d.bytes_before, d.bytes_after,
-                                         d.aborted_txns, d.counts))
+        result.counts.add(d.group.counts)
+        result.groups.append(d.group)
     return result
 
 
@@ -454,10 +447,10 @@ def _swap_in_locked(split: SplitRound, done: Sequence[GroupDone], stats: KeyMapS
             raise KafkalogError(f"groups {sorted(d.index for d in done)} were recopied, not each of "
                                 f"0..{len(split.groups) - 1} once", path=plan.path)
         for d in done:
-            path = _cleaned_path(split, d.base_offset)
-            if not path.is_file() or path.stat().st_size != d.bytes_after:
+            path = _cleaned_path(split, d.group.base_offset)
+            if not path.is_file() or path.stat().st_size != d.group.bytes_after:
                 raise KafkalogError(f"group {d.index}'s cleaned segment is missing or not the size its task wrote "
-                                    f"({d.bytes_after} bytes)", path=path)
+                                    f"({d.group.bytes_after} bytes)", path=path)
         _check_unchanged(split.recopied_segments())
     except (KafkalogError, OSError) as e:
         discard_split_round(split)
@@ -466,7 +459,7 @@ def _swap_in_locked(split: SplitRound, done: Sequence[GroupDone], stats: KeyMapS
         return result
     try:
         for d in sorted(done, key=lambda d: d.index):
-            install_cleaned(plan.path, d.base_offset, d.source_base_offsets, d.suffixes, options.on_step)
+            install_cleaned(plan.path, d.group.base_offset, d.group.source_base_offsets, d.suffixes, options.on_step)
             result.groups_committed += 1
     except FenceLostError as e:
         cleaner.stop_after_lost_fence(result, e)
