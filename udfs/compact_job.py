@@ -41,8 +41,6 @@ from kafkalog.cleaner.output_dir import finish_output, output_summary
 from kafkalog.cleaner.partition_run import CLEANED, ERROR, WOULD_CLEAN, CompactionRow, run_partition
 from kafkalog.row_types import Int32, TimestampMs, arrow_schema, as_row
 from kafkalog.fs.durable import fenced
-from kafkalog.log.local_log import pending_swap_files
-from kafkalog.log.recover import recover_partition
 from kafkalog.fs.filesystem import refuse_uris
 from kafkalog.fs.lock import held_fences
 from kafkalog.tools.arguments import non_negative_int
@@ -56,6 +54,7 @@ from udfs.partitions import partition_folders_of, topics_option
 from udfs.progress import count_folders
 from kafkalog.lookup.time_spec import format_epoch_ms
 from udfs.session import build_session
+from udfs.task_attempt import folder_row, run_claimed, task_is_retry
 
 JOB = "compact"
 INTERRUPTED = "interrupted"      # status and outcome of a partition whose task a SIGINT/SIGTERM cut short
@@ -203,12 +202,10 @@ def _one_task_each(spark, folders, *, configs, now: int, options: CleanOptions, 
     counter = count_folders(spark, len(order), "planning compaction" if dry_run else "compacting", order)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from pyspark import TaskContext
-
         from udfs.pause_point import step_hook_from_env
         hook = step_hook_from_env()                   # a test's pause point; None in real runs
         task_options = options if hook is None else replace(options, on_step=hook)
-        retry = TaskContext.get().attemptNumber() > 0
+        retry = task_is_retry() and not dry_run
         for batch in batches:
             rows = []
             for i in batch.column(0).to_pylist():
@@ -217,16 +214,16 @@ def _one_task_each(spark, folders, *, configs, now: int, options: CleanOptions, 
                     from kafkalog.cleaner.output_dir import run_partition_to
                     from kafkalog.log.logdir import topic_of_folder
                     with fenced([fences.get(output[0])]):
-                        rows.append(run_partition_to(log_dir, folder, output[0], configs=configs, now_ms=now,
-                                                     options=options, explain=explain.get(folder, []),
-                                                     clean=output[1] is None or topic_of_folder(folder) in output[1]))
+                        rows.append(run_claimed(log_dir, folder, lambda: run_partition_to(
+                            log_dir, folder, output[0], configs=configs, now_ms=now, options=options,
+                            explain=explain.get(folder, []),
+                            clean=output[1] is None or topic_of_folder(folder) in output[1]), retry=False))
                     counter.add(folder, rows[-1])
                     continue
                 with fenced([fences.get(log_dir)]):
-                    if retry and not dry_run:
-                        finish_lost_attempt(folder)
-                    rows.append(run_partition(log_dir, folder, configs=configs, now_ms=now, options=task_options,
-                                              explain=explain.get(folder, [])))
+                    rows.append(run_claimed(log_dir, folder, lambda: run_partition(
+                        log_dir, folder, configs=configs, now_ms=now, options=task_options,
+                        explain=explain.get(folder, [])), retry=retry))
                 counter.add(folder, rows[-1])
             if rows:
                 yield pa.RecordBatch.from_pylist(rows, schema=ROW_SCHEMA)
@@ -241,27 +238,12 @@ def _one_task_each(spark, folders, *, configs, now: int, options: CleanOptions, 
         return [finished.get(folder) or interrupted_row(log_dir, folder) for log_dir, folder in order]
 
 
-def finish_lost_attempt(folder: str) -> None:
-    """A retried task's first step: an earlier attempt of this task, lost with its executor (a worker
-    killed, a machine gone), may have left ``.cleaned``/``.swap`` files. Only this job's attempts can
-    have written them (the driver has held the log dir's lock since before the stage), so they are
-    finished or dropped as a broker's startup does (``recover_partition``, each change fenced by that
-    lock) and the round is planned again from what is on disk. A first attempt still refuses a pending
-    swap it did not make (``plan_partition``): that one is ``kafkalog recover``'s to finish. Needs
-    ``spark.speculation`` off (Spark's default): a speculative copy would run beside the original."""
-    if pending_swap_files(folder):
-        recover_partition(folder)    # a recovery that fails leaves them: the round then refuses, naming them
-
-
 def interrupted_row(log_dir: str, folder: str) -> dict:
     """The report row of a partition whose task had not ended when the job was interrupted: as it
     was, compacted (a task that ended after the cancel), or with ``.cleaned``/``.swap`` files that
     ``kafkalog recover`` (or a broker's startup) finishes — never half-swapped."""
-    topic, _, partition = os.path.basename(folder).rpartition("-")
-    return as_row(CompactionRow(
-        log_dir=log_dir, partition_dir=folder, topic=topic or os.path.basename(folder),
-        partition=int(partition) if partition.isdigit() else -1, status=INTERRUPTED, outcome=INTERRUPTED,
-        reason="interrupted before its task ended: untouched, or recoverable with `kafkalog recover`"))
+    return folder_row(log_dir, folder, status=INTERRUPTED, outcome=INTERRUPTED,
+                      reason="interrupted before its task ended: untouched, or recoverable with `kafkalog recover`")
 
 
 # --- the job ---------------------------------------------------------------------------------

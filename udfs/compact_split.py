@@ -33,14 +33,14 @@ from typing import Callable, Dict, Iterator, List, Sequence, Tuple
 import pyarrow as pa
 
 from kafkalog.cleaner.clean_options import CleanOptions
-from kafkalog.cleaner.partition_run import (ERROR, OUTCOME_FAILED, AnonPeak, CompactionRow, SplitStart,
+from kafkalog.cleaner.partition_run import (ERROR, OUTCOME_FAILED, AnonPeak, SplitStart,
                                             run_or_split_partition)
 from kafkalog.cleaner.split_round import (GroupDone, SliceBits, clean_split_group, discard_split_round, merge_bits,
                                           slice_bits, swap_in_split_round)
 from kafkalog.errors import KafkalogError
 from kafkalog.fs.durable import fenced
-from kafkalog.fs.lock import held_fences
-from kafkalog.row_types import as_row
+from kafkalog.fs.lock import attempt_lock, held_fences
+from udfs.task_attempt import folder_row, run_claimed, task_is_retry
 
 PAYLOAD = pa.schema([("task", pa.int64()), ("payload", pa.binary())])
 _FAILED = "failed"
@@ -98,8 +98,9 @@ def compact_split(spark, folders: Sequence[Tuple[str, str]], *, configs, now: in
     def plan(i: int):
         log_dir, folder = folders[i]
         with fenced([fences.get(log_dir)]):
-            return run_or_split_partition(log_dir, folder, configs=configs, now_ms=now, options=options,
-                                 split_at_bytes=threshold, min_slices=min_slices)
+            return run_claimed(log_dir, folder, lambda: run_or_split_partition(
+                log_dir, folder, configs=configs, now_ms=now, options=options, split_at_bytes=threshold,
+                min_slices=min_slices), retry=task_is_retry() and not options.dry_run)
 
     planned = _run_tasks(spark, len(folders), plan)
     rows: List[dict] = []
@@ -111,10 +112,8 @@ def compact_split(spark, folders: Sequence[Tuple[str, str]], *, configs, now: in
         elif isinstance(answer, dict):
             rows.append(answer)
         else:            # run_or_split_partition reports its data's errors: this is the task's own failure
-            topic, _, number = os.path.basename(folder).rpartition("-")
-            rows.append(as_row(CompactionRow(log_dir=log_dir, partition_dir=folder, topic=topic or folder,
-                                             partition=int(number) if number.isdigit() else -1, status=ERROR,
-                                             outcome=OUTCOME_FAILED, reason=f"the plan task failed: {_failed(answer)}")))
+            rows.append(folder_row(log_dir, folder, status=ERROR, outcome=OUTCOME_FAILED,
+                                   reason=f"the plan task failed: {_failed(answer)}"))
     if not splits:
         return rows
     # map: (partition, slice)
@@ -147,9 +146,12 @@ def compact_split(spark, folders: Sequence[Tuple[str, str]], *, configs, now: in
     def one_group(i: int) -> GroupDone:
         p, g = group_tasks[i]
         log_dir = splits[p][0]
-        with AnonPeak() as memory, fenced([fences.get(log_dir)]):
+        split = rounds.value[p]
+        first = split.group_segments(g)[0]           # the group's claim (see udfs.task_attempt)
+        with AnonPeak() as memory, fenced([fences.get(log_dir)]), \
+                attempt_lock(first.log_path, what=f"group {g} of {os.path.basename(split.path)}"):
             superseded, found, stats = bits.value[p]
-            done = clean_split_group(rounds.value[p], g, superseded, found, dry_run=options.dry_run, stats=stats)
+            done = clean_split_group(split, g, superseded, found, dry_run=options.dry_run, stats=stats)
         return replace(done, rss_anon_above_idle_bytes=memory.above_idle)
 
     recopied = _run_tasks(spark, len(group_tasks), one_group)

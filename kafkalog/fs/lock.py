@@ -18,12 +18,13 @@ import socket
 import struct
 import sys
 import threading
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Optional, Union
 
-from kafkalog.errors import LogDirLockedError
+from kafkalog.errors import KafkalogError, LogDirLockedError
 from kafkalog.fs.names import LOCK_FILE
 from kafkalog.fs import filesystem
 
@@ -323,6 +324,56 @@ def lock_log_dir(log_dir: PathLike) -> Iterator[Path]:
                 fcntl.lockf(fd, fcntl.LOCK_UN, KAFKALOG_LOCK_LENGTH)
             finally:
                 os.close(fd)
+
+
+ATTEMPT_WAIT_S = 600.0                       # how long a task attempt waits for an earlier one to end
+_NO_FLOCK_HERE = (errno.ENOLCK, errno.EBADF, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOSYS)
+
+
+@contextmanager
+def attempt_lock(path: PathLike, *, what: str, wait_s: float = ATTEMPT_WAIT_S,
+                 poll_s: float = 0.05) -> Iterator[bool]:
+    """One task attempt's exclusive claim on ``path`` (a partition folder, or the first segment of a
+    split round's group) while it changes files there: an ``flock`` of it, dropped on exit or when
+    the process ends. Spark retries a task whose executor it lost; an executor lost to a network
+    partition or a long pause may still be running the earlier attempt, writing the same
+    ``.cleaned``/``.swap`` names. The retry waits for that attempt to end, for at most ``wait_s``
+    seconds, then raises a KafkalogError naming ``path``: it never writes beside it. Yields whether the
+    claim is held: False on a filesystem without ``flock`` (some NFS mounts) or for a URI, where the
+    caller goes on as before. Independent of the log dir's ``.lock`` (a record lock of another file).
+
+    :param path: a local file or folder.
+    :param what: what is claimed, for the error (e.g. ``"partition t-0"``).
+    :param wait_s: the longest wait for an earlier attempt.
+    :param poll_s: how often the claim is tried again while waiting.
+    """
+    if fcntl is None or filesystem.is_uri(os.fspath(path)):
+        yield False
+        return
+    fd = os.open(path, os.O_RDONLY | _OPEN_FLAGS)
+    try:
+        deadline = time.monotonic() + wait_s
+        held = True
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as exc:
+                if exc.errno in _NO_FLOCK_HERE:
+                    held = False
+                    break
+                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                    raise
+            if time.monotonic() >= deadline:
+                raise KafkalogError(f"another attempt of the task that cleans {what} still holds it after "
+                                    f"{wait_s:g} s (an executor Spark lost that is still running)",
+                                    path=os.fspath(path),
+                                    hint="nothing was changed by this attempt; rerun the job once that executor "
+                                         "has stopped, or run `kafkalog recover` on the log dir first")
+            time.sleep(poll_s)
+        yield held
+    finally:
+        os.close(fd)          # drops the flock
 
 
 def require_dir(path: Path) -> None:
