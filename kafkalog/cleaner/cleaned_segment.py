@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import os
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import List, Optional
 
 import numpy as np
+from numba import njit
 
 from kafkalog.cleaner.record_filter import FilterCounts
 from kafkalog.format import record_batch as rb
 from kafkalog.format.record_batch import crc32c_update
+from kafkalog.format.records_accel import be32, be64
 from kafkalog.index.builder import IndexAppender
 from kafkalog.fs import durable
 from kafkalog.log.segment import LogSegment
@@ -76,10 +78,51 @@ class CleanedSink:
             durable.remove(self.path, missing_ok=True)
 
 
-def _field(data: np.ndarray, at: np.ndarray, dtype: str) -> np.ndarray:
-    """The big-endian integer field of type ``dtype`` at each position ``at`` of ``data``, as int64."""
-    width = np.dtype(dtype).itemsize
-    return data[at[:, None] + np.arange(width)].view(dtype).ravel().astype(np.int64)
+# _window_headers' status
+_HEADERS_OK, _NOTHING_WRITTEN, _NOT_BACK_TO_BACK, _LENGTH_MISMATCH = range(4)
+_CACHE = os.path.isfile(__file__)      # numba caches beside the source file (none in a zip: compile then)
+
+
+@njit(cache=_CACHE, nogil=True)
+def _window_headers(data, start, end, position, out):
+    """The v2 headers of the batches of a window that wrote something (end > start): into ``out``'s
+    rows, per such batch, its position in the segment (``position`` + where it starts past the first
+    one), its size, last offset (baseOffset + lastOffsetDelta) and maxTimestamp. Returns (status,
+    batches, first byte, end byte): _NOTHING_WRITTEN, _NOT_BACK_TO_BACK (the bytes are not one run
+    within ``data``: nothing to write), _LENGTH_MISMATCH (a batch's length field is not its size, or
+    it is shorter than a v2 header: write, then fail) or _HEADERS_OK."""
+    lo = -1
+    hi = -1
+    m = 0
+    for i in range(start.shape[0]):
+        s = start[i]
+        e = end[i]
+        if e <= s:
+            continue
+        if m == 0:
+            lo = s
+        elif s != hi:
+            return _NOT_BACK_TO_BACK, m, lo, hi
+        hi = e
+        m += 1
+    if m == 0:
+        return _NOTHING_WRITTEN, 0, 0, 0
+    if lo < 0 or hi > data.shape[0]:
+        return _NOT_BACK_TO_BACK, m, lo, hi
+    j = 0
+    for i in range(start.shape[0]):
+        s = start[i]
+        e = end[i]
+        if e <= s:
+            continue
+        if e - s < rb.RECORD_BATCH_OVERHEAD or be32(data, s + rb.LENGTH_OFFSET) + rb.LOG_OVERHEAD != e - s:
+            return _LENGTH_MISMATCH, m, lo, hi
+        out[0, j] = position + s - lo
+        out[1, j] = e - s
+        out[2, j] = be64(data, s + rb.BASE_OFFSET_OFFSET) + be32(data, s + rb.LAST_OFFSET_DELTA_OFFSET)
+        out[3, j] = be64(data, s + rb.MAX_TIMESTAMP_OFFSET)
+        j += 1
+    return _HEADERS_OK, m, lo, hi
 
 
 @dataclass
@@ -97,6 +140,8 @@ class GroupOutput:
     appender: IndexAppender
     txn_entries: list
     counts: FilterCounts
+    # write_batches' headers (position, size, last offset, max timestamp per batch), reused window to window
+    _headers: np.ndarray = field(default_factory=lambda: np.empty((4, 0), np.int64), init=False, repr=False)
 
     def begin_chunk(self) -> Chunk:
         return Chunk(self.sink.size)
@@ -128,28 +173,26 @@ class GroupOutput:
     def write_batches(self, data: np.ndarray, start: np.ndarray, end: np.ndarray) -> None:
         """The bytes of consecutive filtered batches written back to back in ``data`` (batch i's at
         [start[i], end[i]), empty when it kept nothing), indexed batch by batch as ``write`` does, in
-        one call: the headers are read from ``data`` as arrays, not one batch at a time.
+        one call: the headers are read from ``data`` by one kernel (``_window_headers``), not one
+        batch at a time.
 
         :param data: uint8, the batches' output one after the other.
         :param start: where each batch's output starts in ``data``.
         :param end: ... and ends.
         """
-        wrote = np.flatnonzero(end > start)
-        if not wrote.size:
+        n = len(start)
+        if self._headers.shape[1] < n:
+            self._headers = np.empty((4, max(n, 2 * self._headers.shape[1])), np.int64)
+        out = self._headers
+        status, m, lo, hi = _window_headers(data, start, end, self.sink.size, out)
+        if status == _NOTHING_WRITTEN:
             return
-        s, e = start[wrote].astype(np.int64), end[wrote].astype(np.int64)
-        lo, hi = int(s[0]), int(e[-1])
-        if lo < 0 or hi > len(data) or (s[1:] != e[:-1]).any():
+        if status == _NOT_BACK_TO_BACK:
             raise ValueError("write_batches: the batches' bytes are not back to back in data")
-        position = self.sink.size
         self.sink.write(data[lo:hi])
-        base_offset = _field(data, s + rb.BASE_OFFSET_OFFSET, ">i8")
-        length = _field(data, s + rb.LENGTH_OFFSET, ">i4")
-        if (length + rb.LOG_OVERHEAD != e - s).any():
+        if status == _LENGTH_MISMATCH:
             raise ValueError("write_batches: a batch's length field does not match its bytes")
-        last_offset = base_offset + _field(data, s + rb.LAST_OFFSET_DELTA_OFFSET, ">i4")
-        max_ts = _field(data, s + rb.MAX_TIMESTAMP_OFFSET, ">i8")
-        self.appender.append_batches(position + s - lo, e - s, last_offset, max_ts)
+        self.appender.append_batches(out[0, :m], out[1, :m], out[2, :m], out[3, :m])
 
     def end_chunk(self, chunk: Chunk) -> None:
         """Nothing left to do: ``write`` indexed each batch as it came."""

@@ -156,7 +156,7 @@ def _clean_group(plan: PartitionPlan, sources: List[LogSegment], offset_map: Off
     ``ordinals``: each recopied segment's first record in the round's recopied range."""
     cfg = plan.config
     base = sources[0].base_offset
-    appender = IndexAppender(base, index_interval_bytes=cfg.index_interval_bytes)
+    appender = IndexAppender(base, index_interval_bytes=cfg.index_interval_bytes, engine=engine)
     out = GroupOutput(base, sources, sink, appender, tracker.start_cleaned_segment(), FilterCounts())
     want_reasons = bool(record_decisions)
     for k, seg in enumerate(sources):

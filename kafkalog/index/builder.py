@@ -14,6 +14,7 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 
 import numpy as np
 
+from kafkalog.engine import is_reference
 from kafkalog.errors import CorruptIndexError, OffsetOverflowError
 from kafkalog.format.control_record import ABORT, COMMIT
 from kafkalog.format.record_batch import NO_TIMESTAMP
@@ -21,6 +22,8 @@ from kafkalog.java_types import INT32_MAX
 from kafkalog.index.offset_index import OFFSET_ENTRY_SIZE, OffsetIndex
 from kafkalog.index.time_index import TIME_ENTRY_SIZE, TimeIndex
 from kafkalog.index.transaction_index import TXN_ENTRY_SIZE, AbortedTxn, TransactionIndex
+
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 #: ``index.interval.bytes`` default.
 DEFAULT_INDEX_INTERVAL_BYTES = 4096
@@ -193,11 +196,19 @@ class IndexAppender:
     maps the append's LARGEST offset to the append's START position, so multi-batch appends give
     chunk-granular indexes that differ from a recovery rebuild. With one batch per append
     the result equals :func:`build_indexes`.
+
+    ``engine`` (``kafkalog.engine``) picks how ``append_batches`` runs: the compiled engine's numba
+    loop (``append_accel``) or the reference engine's Python loop, with the same entries, state and
+    errors.
     """
 
-    def __init__(self, base_offset: int, *, index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES):
+    def __init__(self, base_offset: int, *, index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
+                 engine: Optional[str] = None):
         self.base_offset = int(base_offset)
         self.index_interval_bytes = int(index_interval_bytes)
+        # append_batches: a numba loop (append_accel) or the Python loop below (kafkalog.engine)
+        self._compiled = not is_reference(engine)
+        self._scratch = np.empty((4, 0), np.int64)     # the kernel's new entries, reused window to window
         self._bytes_since_last_entry = 0
         self._max_timestamp = NO_TIMESTAMP
         self._offset_of_max_timestamp = self.base_offset
@@ -219,7 +230,7 @@ class IndexAppender:
         ``largest_offset``; ``largest_timestamp`` is their max timestamp and
         ``offset_of_max_timestamp`` the last offset of the first batch carrying it."""
         if size <= 0 or position < 0:
-            raise ValueError(f"an append has a positive size and a position >= 0, got {size} at {position}")
+            raise _bad_append(size, position)
         relative = largest_offset - self.base_offset
         if not 0 <= relative <= INT32_MAX:
             raise _overflow_error(self.base_offset, largest_offset, position)
@@ -228,11 +239,7 @@ class IndexAppender:
             self._offset_of_max_timestamp = int(offset_of_max_timestamp)
         if self._bytes_since_last_entry > self.index_interval_bytes:
             if self._offsets and largest_offset <= self._offsets[-1]:
-                raise CorruptIndexError(
-                    f"append at log position {position} would add offset {largest_offset} to the "
-                    f"offset index after offset {self._offsets[-1]}; offsets must increase",
-                    position=len(self._offsets) * OFFSET_ENTRY_SIZE,
-                )
+                raise _offset_order_error(position, largest_offset, self._offsets)
             self._offsets.append(int(largest_offset))
             self._positions.append(int(position))
             self._maybe_append_time_entry()
@@ -249,13 +256,17 @@ class IndexAppender:
         :param last_offsets: each batch's last offset.
         :param max_timestamps: each batch's max timestamp.
         """
+        if self._compiled:
+            columns = _int64_columns(positions, sizes, last_offsets, max_timestamps)
+            if columns is not None and self._append_batches_compiled(*columns):
+                return
         interval = self.index_interval_bytes
         since = self._bytes_since_last_entry
         offsets, entry_positions = self._offsets, self._positions
         low, high = self.base_offset, self.base_offset + INT32_MAX
         for position, size, last, ts in zip(_ints(positions), _ints(sizes), _ints(last_offsets), _ints(max_timestamps)):
             if size <= 0 or position < 0:
-                raise ValueError(f"an append has a positive size and a position >= 0, got {size} at {position}")
+                raise _bad_append(size, position)
             if not low <= last <= high:
                 raise _overflow_error(self.base_offset, last, position)
             if ts > self._max_timestamp:
@@ -263,17 +274,53 @@ class IndexAppender:
                 self._offset_of_max_timestamp = last
             if since > interval:
                 if offsets and last <= offsets[-1]:
-                    raise CorruptIndexError(
-                        f"append at log position {position} would add offset {last} to the "
-                        f"offset index after offset {offsets[-1]}; offsets must increase",
-                        position=len(offsets) * OFFSET_ENTRY_SIZE,
-                    )
+                    raise _offset_order_error(position, last, offsets)
                 offsets.append(last)
                 entry_positions.append(position)
                 self._maybe_append_time_entry()
                 since = 0
             since += size
             self._bytes_since_last_entry = since
+
+    def _append_batches_compiled(self, positions: np.ndarray, sizes: np.ndarray, last_offsets: np.ndarray,
+                                 max_timestamps: np.ndarray) -> bool:
+        """``append_batches`` by ``append_accel``'s kernel (False, nothing done: a value does not fit
+        in int64, take the Python loop). On a failing batch the entries and state before it are kept
+        and the Python loop's own error is raised, as that loop leaves them."""
+        import kafkalog.index.append_accel as accel     # numba: loaded with the first compiled call
+
+        base, since, max_ts, offset_of_max_ts = (self.base_offset, self._bytes_since_last_entry, self._max_timestamp,
+                                                 self._offset_of_max_timestamp)
+        if not all(_INT64_MIN <= v <= _INT64_MAX for v in (base, since, max_ts, offset_of_max_ts, self.index_interval_bytes)):
+            return False
+        n = min(positions.shape[0], sizes.shape[0], last_offsets.shape[0], max_timestamps.shape[0])  # zip's
+        if self._scratch.shape[1] < n:
+            self._scratch = np.empty((4, max(n, 2 * self._scratch.shape[1])), np.int64)
+        out = self._scratch
+        offsets, times = self._offsets, self._timestamps
+        status, i, k, t, since, max_ts, offset_of_max_ts = accel.append_batches_kernel(
+            positions, sizes, last_offsets, max_timestamps, n, self.index_interval_bytes,
+            base, min(base + INT32_MAX, _INT64_MAX), since, max_ts, offset_of_max_ts,
+            len(offsets) > 0, offsets[-1] if offsets else 0,
+            len(times) > 0, times[-1] if times else 0, self._time_offsets[-1] if times else 0, out)
+        if k:
+            offsets.frombytes(_raw(out[0, :k]))
+            self._positions.frombytes(_raw(out[1, :k]))
+        if t:
+            times.frombytes(_raw(out[2, :t]))
+            self._time_offsets.frombytes(_raw(out[3, :t]))
+        self._bytes_since_last_entry, self._max_timestamp, self._offset_of_max_timestamp = since, max_ts, offset_of_max_ts
+        if status == accel.APPEND_OK:
+            return True
+        position, last = int(positions[i]), int(last_offsets[i])
+        if status == accel.APPEND_BAD_BATCH:
+            raise _bad_append(int(sizes[i]), position)
+        if status == accel.APPEND_OVERFLOW:
+            raise _overflow_error(self.base_offset, last, position)
+        if status == accel.APPEND_OFFSET_ORDER:
+            raise _offset_order_error(position, last, offsets)
+        self._maybe_append_time_entry()          # APPEND_TIME_ORDER: raises the time index's error
+        raise AssertionError(f"append_batches_kernel: status {status} at batch {i} raised nothing")
 
     def finish(self) -> Tuple[OffsetIndex, TimeIndex]:
         """Roll/close: offer the running max to the time index once more (``LogSegment.onBecomeInactiveSegment``) and return the
@@ -299,6 +346,28 @@ class IndexAppender:
             return
         self._timestamps.append(ts)
         self._time_offsets.append(offset)
+
+
+def _int64_columns(*columns: Any) -> Optional[Tuple[np.ndarray, ...]]:
+    """The per-batch sequences as contiguous int64 arrays, or None when one is not a one-dimensional
+    sequence of integers that int64 holds (the Python loop takes those, and fails as it fails)."""
+    if all(type(c) is np.ndarray and c.dtype == np.int64 and c.ndim == 1 and c.flags.c_contiguous for c in columns):
+        return columns                          # the cleaner's columns, as they are
+    out = []
+    for values in columns:
+        arr = np.asarray(values)
+        if arr.ndim != 1 or not (arr.dtype.kind == "i" or (arr.dtype.kind == "u" and arr.dtype.itemsize < 8)):
+            if arr.ndim == 1 and arr.size == 0:
+                arr = np.empty(0, np.int64)      # [] is float64 to numpy; nothing to append all the same
+            else:
+                return None
+        out.append(np.ascontiguousarray(arr, dtype=np.int64))
+    return tuple(out)
+
+
+def _raw(values: np.ndarray) -> memoryview:
+    """A contiguous array's bytes, for ``array.frombytes`` (which refuses a non-byte buffer)."""
+    return memoryview(values).cast("B")  # type: ignore[arg-type]  # numpy's stubs do not say ndarray is a Buffer
 
 
 def _ints(values: Any) -> list:
@@ -385,6 +454,19 @@ def replay_transactions(
 
 
 # --- helpers --------------------------------------------------------------------------------
+
+def _bad_append(size: int, position: int) -> ValueError:
+    return ValueError(f"an append has a positive size and a position >= 0, got {size} at {position}")
+
+
+def _offset_order_error(position: int, offset: int, offsets: array) -> CorruptIndexError:
+    """``OffsetIndex.append``'s InvalidOffsetException: ``offset`` not above the last entry of ``offsets``."""
+    return CorruptIndexError(
+        f"append at log position {position} would add offset {offset} to the "
+        f"offset index after offset {offsets[-1]}; offsets must increase",
+        position=len(offsets) * OFFSET_ENTRY_SIZE,
+    )
+
 
 def _overflow_error(base_offset: int, offset: int, log_position: int) -> OffsetOverflowError:
     return OffsetOverflowError(

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from engines import engine_param
 from kafkalog.errors import CorruptIndexError, OffsetOverflowError
 from kafkalog.index import (
                             IndexAppender,
@@ -445,13 +446,14 @@ def test_build_indexes_accepts_arrow_columns(real_fixtures):
     assert np.array_equal(ti.timestamps, read_time_index(log.with_suffix(".timeindex")).timestamps)
 
 
+@engine_param
 @settings(max_examples=60, deadline=None)
 @given(sizes=st.lists(st.integers(1, 9000), min_size=1, max_size=60),
        gaps=st.lists(st.integers(1, 5), min_size=60, max_size=60),
        stamps=st.lists(st.integers(-1, 50), min_size=60, max_size=60),
        interval=st.sampled_from([1, 4096, 10_000]),
        back=st.one_of(st.none(), st.integers(0, 59)))
-def test_append_batches_equals_one_append_per_batch(sizes, gaps, stamps, interval, back):
+def test_append_batches_equals_one_append_per_batch(engine, sizes, gaps, stamps, interval, back):
     """The recopy's ``append_batches`` (a window of batches in one call) keeps the indexes exactly as
     one ``append`` per batch does, offsets going backwards included (the same error)."""
     n = len(sizes)
@@ -460,7 +462,8 @@ def test_append_batches_equals_one_append_per_batch(sizes, gaps, stamps, interva
     if back is not None and back < n:
         last[back:] -= 20                                      # offsets going backwards from there (or below the base)
     ts = np.array(stamps[:n], np.int64)
-    one, many = IndexAppender(1000, index_interval_bytes=interval), IndexAppender(1000, index_interval_bytes=interval)
+    one = IndexAppender(1000, index_interval_bytes=interval)
+    many = IndexAppender(1000, index_interval_bytes=interval, engine=engine)
     try:
         for p, s, o, t in zip(positions.tolist(), sizes, last.tolist(), ts.tolist()):
             one.append(position=p, size=s, largest_offset=o, largest_timestamp=t, offset_of_max_timestamp=o)
