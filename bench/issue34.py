@@ -36,6 +36,7 @@ from typing import Callable, List, Optional
 
 from bench.codec_floor import measure_floor
 from bench.compact import MEMORY_MARGIN, WORK, ensure_data, measure_single, measure_split
+from bench.split_ceiling import measure_split_ceiling
 
 MIB = 1 << 20
 STEPS = ("clean_partition", "floor", "broker", "split")
@@ -58,8 +59,8 @@ def _broker(mixed: Path, log: Callable) -> dict:
                 load_before_rounds=b["load_before"])
 
 
-def one_rep(mixed: Path, log: Callable = print) -> dict:
-    """The four steps on ``mixed``, in order, each with the load average before it."""
+def one_rep(mixed: Path, log: Callable = print, big: Optional[Path] = None) -> dict:
+    """The four steps on ``mixed`` (the split's on ``big``), in order, each with the load average before it."""
     r: dict = {"load": {}}
     r["load"]["clean_partition"] = os.getloadavg()
     r["single"] = measure_single(mixed, "single")
@@ -71,14 +72,18 @@ def one_rep(mixed: Path, log: Callable = print) -> dict:
     r["broker"] = _broker(mixed, log)
     log(f"broker {r['broker']['seconds']:.1f} s ({r['broker']['cpu_s']:.2f} CPU s)")
     r["load"]["split"] = os.getloadavg()
-    split = measure_split(mixed)
+    split = measure_split(big or mixed)
     r["split"] = {k: v for k, v in split.items() if k not in ("memory_split", "memory_one")}
     r["split"]["workers"] = {"split": split["memory_split"].get("python worker", {}),
                              "one_task": split["memory_one"].get("python worker", {})}
     r["load"]["end"] = os.getloadavg()
-    log(f"split: one task {split['one_task_stage_s']:.1f} s, split {split['split_stage_s']:.1f} s, "
-        f"equal {split['equal']}; rss above idle {split['split_rss_anon_above_idle']} / "
-        f"{split['one_task_rss_anon_above_idle']}")
+    log(f"split: one task {split['one_task_stage_s']:.1f} s (tiny {split['fixed_one_task_stage_s']:.1f}), split "
+        f"{split['split_stage_s']:.1f} s (tiny {split['fixed_split_stage_s']:.1f}), equal {split['equal']}; "
+        f"rss above idle {split['split_rss_anon_above_idle']} / {split['one_task_rss_anon_above_idle']}")
+    r["load"]["ceiling"] = os.getloadavg()
+    r["ceiling"] = measure_split_ceiling(big or mixed)
+    log(f"split ceiling on 2 cores: one task {r['ceiling']['one_task_cpu_s']:.2f} CPU s, critical path "
+        f"{r['ceiling']['critical_path_s']:.2f} s: {r['ceiling']['ceiling']:.2f}x")
     single, fl, b = r["single"], r["floor"], r["broker"]
     r["ratios"] = dict(floor=fl["floor_s"] / single["wall_s"], floor_cpu=fl["floor_cpu_s"] / single["cpu_s"],
                        broker=b["seconds"] / single["wall_s"],
@@ -88,13 +93,13 @@ def one_rep(mixed: Path, log: Callable = print) -> dict:
 
 
 def run(reps: int = 1, log: Callable = print) -> dict:
-    mixed, tiny = ensure_data("mixed", log), ensure_data("tiny", log)
+    mixed, tiny, big = ensure_data("mixed", log), ensure_data("tiny", log), ensure_data("big", log)
     t0, load0 = time.perf_counter(), os.getloadavg()
     measure_single(tiny, "warm")                           # compiles (or loads) the kernels
     runs = []
     for i in range(reps):
         log(f"repetition {i + 1} of {reps}")
-        runs.append(one_rep(mixed, log))
+        runs.append(one_rep(mixed, log, big))
     return dict(runs=runs, load_start=load0, load_end=os.getloadavg(), wall_s=time.perf_counter() - t0,
                 cpus=os.cpu_count(), python=platform.python_version())
 
@@ -126,7 +131,11 @@ def render(result: dict) -> str:
     single_w, single_c = col(lambda r: r["single"]["wall_s"]), col(lambda r: r["single"]["cpu_s"])
     floor_w, floor_c = col(lambda r: r["floor"]["floor_s"]), col(lambda r: r["floor"]["floor_cpu_s"])
     br_w, br_c = col(lambda r: r["broker"]["seconds"]), col(lambda r: r["broker"]["cpu_s"])
-    one_s, split_s = col(lambda r: r["split"]["one_task_stage_s"]), col(lambda r: r["split"]["split_stage_s"])
+    one_s, split_s = col(lambda r: r["split"]["one_task_net_s"]), col(lambda r: r["split"]["split_net_s"])
+    fixed_one, fixed_split = col(lambda r: r["split"]["fixed_one_task_stage_s"]), col(lambda r: r["split"]["fixed_split_stage_s"])
+    raw = col(lambda r: r["split"]["raw_ratio"])
+    ceil, ceil_one = col(lambda r: r["ceiling"]["ceiling"]), col(lambda r: r["ceiling"]["one_task_cpu_s"])
+    ceil_path = col(lambda r: r["ceiling"]["critical_path_s"])
     ratio = {k: col(lambda r, k=k: r["ratios"][k]) for k in ("floor", "floor_cpu", "broker", "broker_cpu", "split")}
     s0, f0, sp0 = runs[0]["single"], runs[0]["floor"], runs[0]["split"]
     kept_ok = all(r["broker"]["kept"] == r["single"]["kept"] for r in runs)
@@ -167,11 +176,17 @@ def render(result: dict) -> str:
         f"({_med(br_c):.2f}); kept {'= ours' if kept_ok else '**≠ ours**'} | **clean_partition ÷ broker "
         f"{_med(ratio['broker']):.2f}×**{_each(ratio['broker'], '.2f')}; CPU {_med(ratio['broker_cpu']):.2f}× | ≥ 5× | "
         f"{'yes' if _med(ratio['broker']) >= 5 else 'no'} | {_loads(runs, 'broker')} |",
-        f"| 4. one partition ({sp0['bytes'] / 1e6:,.0f} MB) by the job on local[2]: compact stage, one task / split "
-        f"({sp0['slices']} slices, {sp0['groups']} groups) | {_med(one_s):.2f}{_each(one_s, '.1f')} / "
-        f"{_med(split_s):.2f}{_each(split_s, '.1f')}; bytes {'equal' if equal else '**differ**'} | "
-        f"**one task ÷ split (speed-up) {_med(ratio['split']):.2f}×**{_each(ratio['split'], '.2f')} | ≥ 1.6× | "
+        f"| 4. one partition ({sp0['bytes'] / 1e6:,.0f} MB, *big*) by the job on local[2]: compact stage, one task / "
+        f"split ({sp0['slices']} slices, {sp0['groups']} groups), each net of the same job's stage on *tiny* "
+        f"(its fixed cost: {_med(fixed_one):.1f} / {_med(fixed_split):.1f} s) | {_med(one_s):.2f}{_each(one_s, '.1f')} / "
+        f"{_med(split_s):.2f}{_each(split_s, '.1f')} net; bytes {'equal' if equal else '**differ**'} | "
+        f"**one task ÷ split (speed-up) {_med(ratio['split']):.2f}×**{_each(ratio['split'], '.2f')}; raw stages "
+        f"{_med(raw):.2f}× | ≥ 1.6× | "
         f"{'yes' if _med(ratio['split']) >= 1.6 and equal else 'no'} | {_loads(runs, 'split')} |",
+        f"| 4b. the split's ceiling on 2 cores, Spark left out: the round's pieces timed in one process "
+        f"(`bench/split_ceiling.py`), one task ÷ their 2-core critical path | {_med(ceil_one):.2f} CPU s / "
+        f"{_med(ceil_path):.2f} s (plan + slowest slice + groups on 2 cores + swap) | {_med(ceil):.2f}×"
+        f"{_each(ceil, '.2f')} | (≥ 1.6×) | {'yes' if _med(ceil) >= 1.6 else 'no'} | {_loads(runs, 'ceiling')} |",
         f"| 5. memory: the split round's `rss_anon_above_idle_bytes` (its largest slice or group task), step 4's "
         f"report | {mem_cell(mem_split, 'split')} | | ≤ key-map budget {_mib(budget['split'])} + 64 MiB | "
         f"{met(mem_split, 'split')} | (step 4) |",

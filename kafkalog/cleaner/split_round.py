@@ -71,6 +71,8 @@ from kafkalog.log.segment import LogSegment
 _TXN_OR_CONTROL = rb.TRANSACTIONAL_FLAG_MASK | rb.CONTROL_FLAG_MASK
 SLICE_SPREAD = 4.0                 # standard deviations of a slice's key count its map is planned to absorb
 KEY_SAMPLE_WINDOWS = 2             # windows of the dirty range decoded to sample the keys' length
+SUB_PASS_ALLOWANCE = 2             # passes a slice task may need when no count planned the slices
+MAX_SUB_PASSES = 64                # sub-slices a slice task tries (doubling) before its keys are an error
 
 
 # --- the plan --------------------------------------------------------------------------------
@@ -197,17 +199,22 @@ def _mean_key_tail(plan: PartitionPlan, walk) -> float:
     return float(np.maximum(sample.astype(np.int64) - 16, 0).mean()) if sample.size else 0.0
 
 
-def slices_needed(plan: PartitionPlan, walk, *, budget: int, load_factor: float, weak_hash: bool
-                  ) -> Tuple[int, Optional[float]]:
-    """Hash slices whose maps each fit ``budget``: 1 when the dirty range's records fit one map, else
-    the distinct keys counted (HyperLogLog, one keys-only walk) x ``SLICE_HEADROOM`` over the keys one
-    map holds with tails as long as the sampled keys', and enough that a slice's count (about its mean
-    as a Poisson count) stays ``SLICE_SPREAD`` standard deviations below that. Returns (slices, estimated keys or None)."""
+def slices_needed(plan: PartitionPlan, walk, *, budget: int, load_factor: float, weak_hash: bool,
+                  min_slices: int = 1) -> Tuple[int, Optional[float]]:
+    """Hash slices whose maps each fit ``budget``: 1 when the dirty range's records fit one map;
+    ``min_slices`` when its records fit ``SUB_PASS_ALLOWANCE`` passes of that many maps (a slice task
+    whose keys overflow takes a second pass of its own, ``slice_bits``: cheaper than a counting walk
+    over the whole range before any slice starts); else the distinct keys counted (HyperLogLog, one
+    keys-only walk) x ``SLICE_HEADROOM`` over the keys one map holds with tails as long as the sampled
+    keys', and enough that a slice's count (about its mean as a Poisson count) stays ``SLICE_SPREAD``
+    standard deviations below that. Returns (slices, estimated keys or None)."""
     m = KeyMap(budget, load_factor, weak_hash=weak_hash, max_records=walk.records)
     tail = _mean_key_tail(plan, walk)
     per_map = max(min(m.max_keys, int(budget / (SLOT_BYTES + load_factor * tail) * load_factor)), 1)
     if walk.records <= per_map:
         return 1, None
+    if min_slices > 1 and walk.records <= per_map * min_slices * SUB_PASS_ALLOWANCE:
+        return min_slices, None
     estimate = count_distinct_keys(plan, walk, m, max_batch_bytes(plan.config))
     # a slice's keys vary about their mean as a Poisson count: the mean is kept SLICE_SPREAD standard
     # deviations below what a map holds (it matters for small maps; large ones take SLICE_HEADROOM's)
@@ -244,7 +251,8 @@ def plan_split_round(plan: PartitionPlan, *, broker: BrokerConfig = BrokerConfig
     weak = cleaner.KEY_HASH_WEAK
     estimate = None
     if slices is None:
-        slices, estimate = slices_needed(plan, walk, budget=budget, load_factor=load_factor, weak_hash=weak)
+        slices, estimate = slices_needed(plan, walk, budget=budget, load_factor=load_factor, weak_hash=weak,
+                                         min_slices=min_slices)
     slices = max(int(slices), int(min_slices), 1)
     cfg = plan.config
     groups = group_segments_by_size([s.segment for s in recopied], max_size=cfg.segment_bytes,
@@ -281,12 +289,16 @@ class SliceBits:
     found: np.ndarray
     keys: int
     map_bytes: int
+    passes: int = 1                    # map passes the slice took (its keys in sub-slices when they overflowed)
     rss_anon_above_idle_bytes: Optional[int] = None   # the task's peak RssAnon above idle (set by the job's task)
 
 
 def slice_bits(split: SplitRound, s: int) -> SliceBits:
-    """Step 2: the map pass of hash slice ``s`` of ``split.slices`` over the whole dirty range.
-    Raises ``KafkalogError`` when the slice's keys do not fit ``split.budget``.
+    """Step 2: the map pass of hash slice ``s`` of ``split.slices`` over the whole dirty range, in
+    one pass when its keys fit ``split.budget``, else in 2, 4, ... passes over sub-slices of it (slice
+    s of n is exactly slices s*k .. s*k + k-1 of n*k: ``key_hash.slice_of`` maps the hash's high 32 bits
+    onto [0, n) by multiplication), their bits OR-ed. Raises ``KafkalogError`` when even
+    ``MAX_SUB_PASSES`` passes do not fit (a key longer than the budget).
 
     :param split: the round (``plan_split_round``).
     :param s: the slice, 0 <= s < split.slices.
@@ -298,15 +310,28 @@ def slice_bits(split: SplitRound, s: int) -> SliceBits:
     _check_unchanged(recopied)
     walk = dirty_walk(plan, split.ordinals)
     m = KeyMap(split.budget, split.load_factor, weak_hash=split.weak_hash, max_records=walk.records)
-    bits = slice_pass(plan, walk, m, split.slices, s, recopied=recopied, first_ordinals=split.ordinals,
-                      nbits=split.nbits, mark=split.mark, max_batch_bytes=max_batch_bytes(plan.config))
-    if bits is None:
-        raise KafkalogError(f"hash slice {s} of {split.slices}: its keys do not fit the cleaner's map of "
-                            f"{split.budget} bytes ({len(m)} keys held when it filled)", path=plan.path,
-                            hint="raise log.cleaner.dedupe.buffer.size, or run the partition without --split")
-    found, superseded = bits
-    keys, nbytes = len(m), m.nbytes
-    return SliceBits(s, superseded, found, keys, nbytes)
+    sub = 1
+    while True:
+        size = (split.nbits + 7) // 8
+        found, superseded = np.zeros(size, np.uint8), np.zeros(size, np.uint8)
+        keys = nbytes = 0
+        for j in range(sub):
+            bits = slice_pass(plan, walk, m, split.slices * sub, s * sub + j, recopied=recopied,
+                              first_ordinals=split.ordinals, nbits=split.nbits, mark=split.mark,
+                              max_batch_bytes=max_batch_bytes(plan.config))
+            if bits is None:
+                break
+            np.bitwise_or(found, bits[0], out=found)
+            np.bitwise_or(superseded, bits[1], out=superseded)
+            keys, nbytes = keys + len(m), max(nbytes, m.nbytes)
+        else:
+            return SliceBits(s, superseded, found, keys, nbytes, passes=sub)
+        if sub >= MAX_SUB_PASSES:
+            raise KafkalogError(f"hash slice {s} of {split.slices}: its keys do not fit the cleaner's map of "
+                                f"{split.budget} bytes in {sub} passes ({len(m)} keys held when it filled)",
+                                path=plan.path, hint="raise log.cleaner.dedupe.buffer.size, or run the partition "
+                                                     "without --split")
+        sub *= 2
 
 
 def merge_bits(split: SplitRound, parts: Iterable[SliceBits]) -> Tuple[np.ndarray, np.ndarray, KeyMapStats]:
@@ -325,7 +350,7 @@ def merge_bits(split: SplitRound, parts: Iterable[SliceBits]) -> Tuple[np.ndarra
         np.bitwise_or(superseded, p.superseded, out=superseded)
         np.bitwise_or(found, p.found, out=found)
     keys = sum(p.keys for p in parts)
-    stats = KeyMapStats(passes=split.slices, keys=keys, budget=split.budget,
+    stats = KeyMapStats(passes=sum(p.passes for p in parts), keys=keys, budget=split.budget,
                         bytes=max((p.map_bytes for p in parts), default=0))
     return superseded, found, stats
 
