@@ -8,6 +8,7 @@ import pytest
 
 from broker_harness import broker_factory, kafka_jars, module_broker  # noqa: F401  (a real Kafka broker: tests/broker)
 from s3server import s3_env, s3_server  # noqa: F401  (session fixtures: a real S3 server for the object-store tests)
+from warm_up_run import FOLDER as WARM_UP_FOLDER, USED_BY as WARM_UP_USED_BY, WarmUpRun
 
 REPO = Path(__file__).resolve().parents[1]
 # ../shared/fixtures/real beside the clone (CI has it; a user's clone does not).
@@ -59,6 +60,31 @@ def spark():
                             packages=("kafka",))
     yield session
     session.stop()
+
+
+# --- the warm-up's own run (tests/warm_up_run.py) ---------------------------------------------------
+_warm_up: list = []          # the one WarmUpRun of the session, once started (None: no selected test needs it)
+
+
+def pytest_runtest_setup(item):
+    """Start the warm-up run with the first test of tests/tools when a selected test waits for it."""
+    if not _warm_up and item.path.parent.name == WARM_UP_FOLDER:
+        needed = any(WARM_UP_USED_BY in getattr(i, "fixturenames", ()) for i in item.session.items)
+        _warm_up.append(WarmUpRun() if needed else None)
+
+
+@pytest.fixture(scope="session")
+def warm_up_run() -> WarmUpRun:
+    """The run started above (started here if, oddly, no test of its folder came first)."""
+    if not _warm_up or _warm_up[0] is None:
+        _warm_up[:] = [WarmUpRun()]
+    return _warm_up[0]
+
+
+def pytest_sessionfinish(session):
+    for run in _warm_up:
+        if run is not None:
+            run.stop()
 
 
 # --- markers -----------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from broker_harness import start_or_unavailable
@@ -42,6 +43,13 @@ def _produce(bootstrap: str, values, *, acks, deadline_s: float = 90.0) -> None:
             time.sleep(2)
 
 
+def _side_by_side(work, brokers) -> None:
+    """``work(b)`` for every broker in threads of their own; the first error (a skip or fail too) is raised."""
+    with ThreadPoolExecutor(len(brokers)) as pool:
+        for future in [pool.submit(work, b) for b in brokers]:
+            future.result()
+
+
 def _compare(nodes):
     pdirs = [next(p for p in scan_log_dir(n.data_dir).partitions if p.topic == TOPIC) for n in nodes]
     return diverge_partition(pdirs, names=["1", "2"])
@@ -64,10 +72,11 @@ def test_an_unclean_election_is_found_and_kafka_truncates_where_we_say(broker_fa
         b.broker_port, b.controller_port = port, cport
         if n != 3:
             b.cluster_id = nodes[3].cluster_id
-        b.format()
         nodes[n] = b
-    for n in (3, 1, 2):
-        start_or_unavailable(nodes[n])
+    # the three nodes' StorageTool formats, then their JVM starts, side by side: each is a JVM start of its own
+    # (CPU-bound, one core each), and the brokers-only nodes wait for the controller's quorum on their own
+    _side_by_side(lambda b: b.format(), list(nodes.values()))
+    _side_by_side(start_or_unavailable, [nodes[3], nodes[1], nodes[2]])
     boot = nodes[3].bootstrap
     admin = KafkaAdminClient(bootstrap_servers=boot)
     admin.create_topics([NewTopic(TOPIC, -1, -1, replica_assignments={0: [1, 2]},

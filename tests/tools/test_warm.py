@@ -5,13 +5,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from kafkalog.tools import warm
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def test_warm_decodes_and_cleans_every_codec(tmp_path):
@@ -21,14 +18,12 @@ def test_warm_decodes_and_cleans_every_codec(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def warmed(tmp_path_factory):
-    """A numba cache filled by ``python -m kafkalog.tools.warm`` (its stderr, the cache folder)."""
-    cache = tmp_path_factory.mktemp("warm") / "cache"
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache))
-    done = subprocess.run([sys.executable, "-m", "kafkalog.tools.warm"], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=600)
-    assert done.returncode == 0, done.stderr
-    return done.stderr, cache
+def warmed(warm_up_run):
+    """A numba cache filled by ``python -m kafkalog.tools.warm`` into an empty folder (its stderr, the cache
+    folder): the run tests/tools/conftest.py started with the folder's first test."""
+    code, stderr = warm_up_run.wait()
+    assert code == 0, stderr
+    return stderr, warm_up_run.cache
 
 
 def test_warm_fills_the_cache_the_jobs_read(warmed):
