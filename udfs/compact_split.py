@@ -45,6 +45,20 @@ from udfs.task_attempt import folder_row, run_claimed, task_is_retry
 PAYLOAD = pa.schema([("task", pa.int64()), ("payload", pa.binary())])
 _FAILED = "failed"
 MAX_SPLIT_SLICES = 4     # a split map pass runs in at least min(task slots, this) slices: each reads the whole range
+GROUP_TASKS_PER_SLOT = 2  # recopy tasks of a split partition per task slot (at most one per segment group)
+
+
+def group_chunks(split, tasks: int) -> List[List[int]]:
+    """The round's segment groups dealt to at most ``tasks`` recopy tasks, largest first onto the task
+    with the fewest bytes so far (each task's groups then in log order)."""
+    sizes = [sum(s.size for s in split.group_segments(g)) for g in range(len(split.groups))]
+    chunks: List[List[int]] = [[] for _ in range(max(1, min(tasks, len(sizes))))]
+    load = [0] * len(chunks)
+    for g in sorted(range(len(sizes)), key=lambda g: -sizes[g]):
+        k = load.index(min(load))
+        chunks[k].append(g)
+        load[k] += sizes[g]
+    return [sorted(c) for c in chunks if c]
 
 
 def _run_tasks(spark, count: int, work: Callable[[int], object]) -> Dict[int, object]:
@@ -140,28 +154,36 @@ def compact_split(spark, folders: Sequence[Tuple[str, str]], *, configs, now: in
         except KafkalogError as e:
             failed[p] = str(e)
     # recopy: (partition, group), the merged bits broadcast
-    group_tasks = [(p, g) for p, (_d, start) in enumerate(splits) if p in merged for g in range(len(start.split.groups))]
-    bits = spark.sparkContext.broadcast({p: merged[p] for p in {p for p, _g in group_tasks}})
+    # recopy: a few tasks per partition, each some of its segment groups (a task per group cost more in
+    # Spark's per-task work than a group of 48 MiB takes), the merged bits broadcast
+    slots = max(1, spark.sparkContext.defaultParallelism)
+    group_tasks = [(p, gs) for p, (_d, start) in enumerate(splits) if p in merged
+                   for gs in group_chunks(start.split, GROUP_TASKS_PER_SLOT * slots)]
+    bits = spark.sparkContext.broadcast({p: merged[p] for p in {p for p, _gs in group_tasks}})
 
-    def one_group(i: int) -> GroupDone:
-        p, g = group_tasks[i]
+    def some_groups(i: int) -> List[GroupDone]:
+        p, gs = group_tasks[i]
         log_dir = splits[p][0]
         split = rounds.value[p]
-        first = split.group_segments(g)[0]           # the group's claim (see udfs.task_attempt)
-        with AnonPeak() as memory, fenced([fences.get(log_dir)]), \
-                attempt_lock(first.log_path, what=f"group {g} of {os.path.basename(split.path)}"):
-            superseded, found, stats = bits.value[p]
-            done = clean_split_group(split, g, superseded, found, dry_run=options.dry_run, stats=stats)
-        return replace(done, rss_anon_above_idle_bytes=memory.above_idle)
+        answers = []
+        for g in gs:
+            first = split.group_segments(g)[0]           # the group's claim (see udfs.task_attempt)
+            with AnonPeak() as memory, fenced([fences.get(log_dir)]), \
+                    attempt_lock(first.log_path, what=f"group {g} of {os.path.basename(split.path)}"):
+                superseded, found, stats = bits.value[p]
+                done = clean_split_group(split, g, superseded, found, dry_run=options.dry_run, stats=stats)
+            answers.append(replace(done, rss_anon_above_idle_bytes=memory.above_idle))
+        return answers
 
-    recopied = _run_tasks(spark, len(group_tasks), one_group)
+    recopied = _run_tasks(spark, len(group_tasks), some_groups)
     # swap-in, per partition, on the driver (it holds the locks)
     for p, (log_dir, start) in enumerate(splits):
         elapsed = time.monotonic() - started
         if p in failed:
             rows.append(start.fail(failed[p], elapsed))
             continue
-        done = [recopied[i] for i, (q, _g) in enumerate(group_tasks) if q == p]
+        answers = [recopied[i] for i, (q, _gs) in enumerate(group_tasks) if q == p]
+        done = [d for a in answers if _failed(a) is None for d in a] + [a for a in answers if _failed(a) is not None]
         errors = [e for e in map(_failed, done) if e is not None]
         if errors:
             if not options.dry_run:

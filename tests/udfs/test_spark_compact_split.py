@@ -46,3 +46,21 @@ def test_split_always_writes_the_bytes_of_split_never(spark, tmp_path):
             assert row["status"] == "skipped" and row["split_slices"] is None
     assert sum(row["status"] == "cleaned" for row in rows.values()) == 3
     assert any(row["groups"] > 1 for row in rows.values() if row["status"] == "cleaned")
+
+
+def test_group_chunks_deal_every_group_once_to_at_most_that_many_tasks():
+    """The recopy tasks of a split partition (``udfs.compact_split.group_chunks``): every segment group
+    in exactly one task, in log order within it, no more tasks than asked, the bytes spread."""
+    from types import SimpleNamespace
+
+    from udfs.compact_split import group_chunks
+    sizes = [48, 48, 48, 48, 48, 48, 48, 48, 9]
+    split = SimpleNamespace(groups=[[g] for g in range(len(sizes))],
+                            group_segments=lambda g: [SimpleNamespace(size=sizes[g])])
+    chunks = group_chunks(split, 4)
+    assert len(chunks) == 4 and sorted(g for c in chunks for g in c) == list(range(len(sizes)))
+    assert all(c == sorted(c) for c in chunks)
+    loads = [sum(sizes[g] for g in c) for c in chunks]
+    assert max(loads) - min(loads) <= 48
+    assert group_chunks(split, 20) == [[g] for g in range(len(sizes))]
+    assert group_chunks(split, 1) == [list(range(len(sizes)))]
