@@ -93,6 +93,8 @@ SEGMENT_BYTES = 48 << 20
 CODECS = (C.NONE, C.LZ4, C.ZSTD)
 FORMAT_VERSION = 3
 BUDGET_PER_TASK = 32 << 20
+BIG_RECORDS = 9_000_000           # *big*: one partition past the split's 1 GiB threshold, keys fitting one
+BIG_KEY_SPACE = 900_000           # task's 64 MiB map on local[2] (so one task needs one pass, as the split's slices)
 SLOTS = 2
 README_START = "<!-- bench:compact:start -->"
 README_END = "<!-- bench:compact:end -->"
@@ -146,7 +148,8 @@ def _write_partition(folder: Path, key_ids: np.ndarray, dead: np.ndarray, length
 
 
 def ensure_data(kind: str, log=print) -> Path:
-    params = dict(format_version=FORMAT_VERSION, kind=kind)
+    params = dict(format_version=FORMAT_VERSION, kind=kind, **({"records": BIG_RECORDS, "keys": BIG_KEY_SPACE}
+                                                             if kind == "big" else {}))
     root = ROOT / f"compact15-{kind}"
     meta = root / "meta.json"
     if meta.exists() and json.loads(meta.read_text()) == params:
@@ -157,8 +160,8 @@ def ensure_data(kind: str, log=print) -> Path:
     pool = _vocabulary(rng)
     logs = root / "logs"
     hw = {}
-    if kind == "big":               # mixed's four partitions' records as one partition (issue 34's split)
-        ids = (rng.zipf(1.1, 3_000_000) - 1) % 1_200_000
+    if kind == "big":               # one partition of 1.3 GB, mixed's kind of records (issue 34's split)
+        ids = (rng.zipf(1.1, BIG_RECORDS) - 1) % BIG_KEY_SPACE
         dead = rng.random(len(ids)) < 0.2
         lengths = rng.integers(40, 401, len(ids))
         hw[(TOPIC, 0)] = _write_partition(logs / f"{TOPIC}-0", ids, dead, lengths, rng, pool, rotate_codecs=True)

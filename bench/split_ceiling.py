@@ -49,7 +49,8 @@ def measure_split_ceiling(logs: Path, *, slices: int = 2, cores: int = 2) -> dic
     folder = _partition(logs, "ceiling-split")
     c = time.thread_time()
     split = split_round.plan_split_round(plan_partition(folder, config=config, now_ms=NOW, broker=broker),
-                                         broker=broker, options=options, min_slices=slices)
+                                         broker=broker, options=options, min_slices=slices,
+                                         max_slices=cores)
     plan_s = time.thread_time() - c
     slice_s, parts = [], []
     for s in range(split.slices):

@@ -106,7 +106,8 @@ def compact_split(spark, folders: Sequence[Tuple[str, str]], *, configs, now: in
     if not folders:
         return []
     fences = held_fences()
-    min_slices = max(1, min(spark.sparkContext.defaultParallelism, MAX_SPLIT_SLICES))
+    slots = max(1, spark.sparkContext.defaultParallelism)
+    min_slices = min(slots, MAX_SPLIT_SLICES)
     started = time.monotonic()
 
     def plan(i: int):
@@ -114,7 +115,7 @@ def compact_split(spark, folders: Sequence[Tuple[str, str]], *, configs, now: in
         with fenced([fences.get(log_dir)]):
             return run_claimed(log_dir, folder, lambda: run_or_split_partition(
                 log_dir, folder, configs=configs, now_ms=now, options=options, split_at_bytes=threshold,
-                min_slices=min_slices), retry=task_is_retry() and not options.dry_run)
+                min_slices=min_slices, max_slices=slots), retry=task_is_retry() and not options.dry_run)
 
     planned = _run_tasks(spark, len(folders), plan)
     rows: List[dict] = []
@@ -156,7 +157,6 @@ def compact_split(spark, folders: Sequence[Tuple[str, str]], *, configs, now: in
     # recopy: (partition, group), the merged bits broadcast
     # recopy: a few tasks per partition, each some of its segment groups (a task per group cost more in
     # Spark's per-task work than a group of 48 MiB takes), the merged bits broadcast
-    slots = max(1, spark.sparkContext.defaultParallelism)
     group_tasks = [(p, gs) for p, (_d, start) in enumerate(splits) if p in merged
                    for gs in group_chunks(start.split, GROUP_TASKS_PER_SLOT * slots)]
     bits = spark.sparkContext.broadcast({p: merged[p] for p in {p for p, _gs in group_tasks}})

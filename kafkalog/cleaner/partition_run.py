@@ -252,7 +252,8 @@ def run_partition(log_dir: str, folder: str, *, configs, now_ms: int, options: C
 
 def run_or_split_partition(log_dir: str, folder: str, *, configs, now_ms: int, options: CleanOptions = CleanOptions(),
                            explain: Sequence[int] = (), split_at_bytes: Optional[int] = None,
-                           min_slices: int = 1, output=None) -> Union[dict, SplitStart]:
+                           min_slices: int = 1, max_slices: Optional[int] = None,
+                           output=None) -> Union[dict, SplitStart]:
     """Plan and (unless not cleanable) clean one partition folder; the caller holds the log dir's
     lock. Returns its report row (a ``CompactionRow`` as the plain dict the job moves and the JSON
     report prints); never raises for a problem of this partition. With ``split_at_bytes``, a
@@ -268,6 +269,7 @@ def run_or_split_partition(log_dir: str, folder: str, *, configs, now_ms: int, o
     :param explain: offsets whose fate the row's ``explain`` says.
     :param split_at_bytes: split the round of a partition with this many cleanable bytes or more.
     :param min_slices: a split round's map pass in at least this many hash slices.
+    :param max_slices: how many of them run at once (``split_round.plan_split_round``).
     :param output: clean into this copy (``output_dir.PartitionOutput``), the folder only read.
     """
     dry_run = options.dry_run
@@ -310,7 +312,8 @@ def run_or_split_partition(log_dir: str, folder: str, *, configs, now_ms: int, o
             else:
                 row.reason = _cleanable_reason(o, config)
                 if split_at_bytes is not None and not explain and o.cleanable_bytes >= split_at_bytes:
-                    split = plan_split_round(plan, broker=configs.broker, options=options, min_slices=min_slices)
+                    split = plan_split_round(plan, broker=configs.broker, options=options, min_slices=min_slices,
+                                             max_slices=max_slices)
                     row.groups = len(split.groups)
                     return SplitStart(row, split, started)
                 try:

@@ -71,7 +71,6 @@ from kafkalog.log.segment import LogSegment
 _TXN_OR_CONTROL = rb.TRANSACTIONAL_FLAG_MASK | rb.CONTROL_FLAG_MASK
 SLICE_SPREAD = 4.0                 # standard deviations of a slice's key count its map is planned to absorb
 KEY_SAMPLE_WINDOWS = 2             # windows of the dirty range decoded to sample the keys' length
-SUB_PASS_ALLOWANCE = 2             # passes a slice task may need when no count planned the slices
 MAX_SUB_PASSES = 64                # sub-slices a slice task tries (doubling) before its keys are an error
 
 
@@ -200,20 +199,21 @@ def _mean_key_tail(plan: PartitionPlan, walk) -> float:
 
 
 def slices_needed(plan: PartitionPlan, walk, *, budget: int, load_factor: float, weak_hash: bool,
-                  min_slices: int = 1) -> Tuple[int, Optional[float]]:
+                  min_slices: int = 1, max_slices: Optional[int] = None) -> Tuple[int, Optional[float]]:
     """Hash slices whose maps each fit ``budget``: 1 when the dirty range's records fit one map;
-    ``min_slices`` when its records fit ``SUB_PASS_ALLOWANCE`` passes of that many maps (a slice task
-    whose keys overflow takes a second pass of its own, ``slice_bits``: cheaper than a counting walk
-    over the whole range before any slice starts); else the distinct keys counted (HyperLogLog, one
-    keys-only walk) x ``SLICE_HEADROOM`` over the keys one map holds with tails as long as the sampled
-    keys', and enough that a slice's count (about its mean as a Poisson count) stays ``SLICE_SPREAD``
-    standard deviations below that. Returns (slices, estimated keys or None)."""
+    ``min_slices`` when they are as many as run at once (``max_slices``, the task slots): more could
+    not run beside them, and a slice task whose keys overflow its map walks sub-slices of its own
+    (``slice_bits``) — cheaper than a counting walk over the whole range before any slice starts;
+    else the distinct keys counted (HyperLogLog, one keys-only walk) x ``SLICE_HEADROOM`` over the keys
+    one map holds with tails as long as the sampled keys', and enough that a slice's count (about its
+    mean as a Poisson count) stays ``SLICE_SPREAD`` standard deviations below that. Returns (slices,
+    estimated keys or None)."""
     m = KeyMap(budget, load_factor, weak_hash=weak_hash, max_records=walk.records)
     tail = _mean_key_tail(plan, walk)
     per_map = max(min(m.max_keys, int(budget / (SLOT_BYTES + load_factor * tail) * load_factor)), 1)
     if walk.records <= per_map:
         return 1, None
-    if min_slices > 1 and walk.records <= per_map * min_slices * SUB_PASS_ALLOWANCE:
+    if max_slices is not None and min_slices >= max_slices:
         return min_slices, None
     estimate = count_distinct_keys(plan, walk, m, max_batch_bytes(plan.config))
     # a slice's keys vary about their mean as a Poisson count: the mean is kept SLICE_SPREAD standard
@@ -224,7 +224,7 @@ def slices_needed(plan: PartitionPlan, walk, *, budget: int, load_factor: float,
 
 def plan_split_round(plan: PartitionPlan, *, broker: BrokerConfig = BrokerConfig(),
                      options: CleanOptions = CleanOptions(), slices: Optional[int] = None,
-                     min_slices: int = 1) -> SplitRound:
+                     min_slices: int = 1, max_slices: Optional[int] = None) -> SplitRound:
     """Step 1: decide a split round of ``plan`` (a cleanable plan: the caller checked).
 
     :param plan: the partition's plan (``plan_partition``).
@@ -232,6 +232,7 @@ def plan_split_round(plan: PartitionPlan, *, broker: BrokerConfig = BrokerConfig
     :param options: ``map_budget_bytes`` (default ``cleaner.map_budget(broker)``), ``io_buffer_size``, ``engine``.
     :param slices: force this many hash slices (else as many as the budget needs).
     :param min_slices: at least this many slices (to spread the map pass over that many tasks).
+    :param max_slices: how many slice tasks run at once (the task slots; None: unknown, count the keys).
     """
     if resolve_engine(options.engine) != COMPILED:
         raise KafkalogError("only the compiled engine splits a round (the bitsets are its map's answers)",
@@ -252,7 +253,7 @@ def plan_split_round(plan: PartitionPlan, *, broker: BrokerConfig = BrokerConfig
     estimate = None
     if slices is None:
         slices, estimate = slices_needed(plan, walk, budget=budget, load_factor=load_factor, weak_hash=weak,
-                                         min_slices=min_slices)
+                                         min_slices=min_slices, max_slices=max_slices)
     slices = max(int(slices), int(min_slices), 1)
     cfg = plan.config
     groups = group_segments_by_size([s.segment for s in recopied], max_size=cfg.segment_bytes,
@@ -503,7 +504,8 @@ def _swap_in_locked(split: SplitRound, done: Sequence[GroupDone], stats: KeyMapS
 
 def clean_partition_split(plan: PartitionPlan, *, broker: BrokerConfig = BrokerConfig(),
                           options: CleanOptions = CleanOptions(), slices: Optional[int] = None,
-                          min_slices: int = 1, order: Optional[np.random.Generator] = None) -> PartitionCleanResult:
+                          min_slices: int = 1, max_slices: Optional[int] = None,
+                          order: Optional[np.random.Generator] = None) -> PartitionCleanResult:
     """The split round run in this process: plan, every slice, merge, every group, swap-in — the
     bytes ``clean_partition`` writes. ``order``: run the slices and the groups in an order this
     generator shuffles (tests: no step may depend on another's order). The caller checked that the
@@ -515,9 +517,11 @@ def clean_partition_split(plan: PartitionPlan, *, broker: BrokerConfig = BrokerC
     :param options: how the round runs.
     :param slices: force this many hash slices.
     :param min_slices: at least this many.
+    :param max_slices: how many run at once (``plan_split_round``).
     :param order: shuffle the slices and groups with it.
     """
-    split = plan_split_round(plan, broker=broker, options=options, slices=slices, min_slices=min_slices)
+    split = plan_split_round(plan, broker=broker, options=options, slices=slices, min_slices=min_slices,
+                             max_slices=max_slices)
     slice_order = list(range(split.slices))
     group_order = list(range(len(split.groups)))
     if order is not None:

@@ -145,17 +145,22 @@ def test_a_budget_too_small_for_one_map_plans_more_slices(tmp_path):
 
 
 def test_a_slice_whose_keys_overflow_its_task_takes_more_passes_of_its_own(tmp_path):
-    """Slices planned without a count (``min_slices`` from the records: no counting walk before the
-    slices start) whose keys do not fit one task's map: each slice task walks sub-slices of its slice
-    until they fit; the bytes are clean_partition's."""
+    """Slices planned without a count (as many as the task slots: no counting walk before the slices
+    start) whose keys do not fit one task's map: each slice task walks sub-slices of its slice until
+    they fit; the bytes are clean_partition's."""
     write_partition(tmp_path / "src", _many_keys(400))
     cfg = log_config(segment_bytes=1 << 30)
     one, two = tmp_path / "b1", tmp_path / "b2"
     shutil.copytree(tmp_path / "src", one)
     shutil.copytree(tmp_path / "src", two)
     clean_partition(one / "compacted-0", config=cfg, now_ms=NOW, options=CleanOptions(record_decisions=False))
-    small = clean_partition_split(plan_partition(two / "compacted-0", config=cfg, now_ms=NOW),
-                                  options=CleanOptions(map_budget_bytes=MIN_BUDGET), slices=2)
+    plan = plan_partition(two / "compacted-0", config=cfg, now_ms=NOW)
+    budget = CleanOptions(map_budget_bytes=MIN_BUDGET)
+    counted = plan_split_round(plan, options=budget, min_slices=2, max_slices=8)   # slots to spare: count
+    assert counted.slices > 2 and counted.estimated_keys == pytest.approx(200, rel=0.05)
+    as_many = plan_split_round(plan, options=budget, min_slices=2, max_slices=2)   # every slot a slice
+    assert as_many.slices == 2 and as_many.estimated_keys is None
+    small = clean_partition_split(plan, options=budget, min_slices=2, max_slices=2)
     assert small.cleaned and small.map_stats.passes > 2 and small.map_stats.keys == 200
     assert small.map_stats.bytes <= MIN_BUDGET
     assert _files(two) == _files(one)
