@@ -549,9 +549,10 @@ def build_key_verdicts(plan, *, budget: int, load_factor: float, max_batch_bytes
         result = insert_pass(plan, walk, m, 1, 0, max_batch_bytes, bits=bits, cache=cache)
         if result.complete:
             stats.passes, stats.keys, stats.bytes, stats.capacity = 1, len(m), m.nbytes, m.capacity
-            if result.marked:      # the bits answer the dirty records, the map the ones before
-                return KeyVerdicts(end_offset, stats, key_map=m, found_bits=bits[0], superseded_bits=bits[1],
-                                   map_below=first_dirty, windows=cache)
+            if result.marked:      # the bits answer the dirty records, the map the ones before (if any: else it goes)
+                asked = recopied and recopied[0].base_offset < first_dirty
+                return KeyVerdicts(end_offset, stats, key_map=m if asked else None, found_bits=bits[0],
+                                   superseded_bits=bits[1], map_below=first_dirty if asked else MAP_NEVER, windows=cache)
             return KeyVerdicts(end_offset, stats, key_map=m, map_below=MAP_ALWAYS, windows=cache)
         if cache is not None:
             cache.trim(0)            # the slices take the whole budget: no window is kept, no page held
