@@ -39,14 +39,13 @@ Slot of a key: fastrange(low 32 bits of its hash, capacity), then linear probing
 and length are compared, then the 16 bytes in the slot, then the tail in the arena. The budget
 (``log.cleaner.dedupe.buffer.size`` / concurrent cleaners) is shared by the slots and the arena as
 they fill: the slots start small (``INITIAL_CAPACITY``, at most half the budget) and double,
-rehashed from the stored hashes, while they take at most a quarter of the budget (``DOUBLING_SHARE``);
-then one last step to as many as fit beside the old slots (the new ones are filled while the old
-still hold the keys) and the keys' tails, the tails averaging what the keys held so far have (keys of
-at most 16 bytes: ~85% of the budget's slots); the arena may use what the slots leave. The map is
-full when a new key finds no room in either. So ``nbytes`` (slots + arena used) never exceeds the
-budget, nor do the old and new slots side by side while it grows (a task's memory is its budget +
-what is not the map's: issue 34's bound), keys of at most 16 bytes take no arena at all, and a map
-sized to its keys stays in cache where a budget-sized one would not.
+rehashed from the stored hashes, to at most as many as the budget holds with their keys' tails, the
+tails averaging what the keys held so far have (keys of at most 16 bytes: the whole budget, the last
+step taking what is left); the arena may use what the slots leave. The map is full when a new key finds no room in
+either. So ``nbytes`` (slots + arena used) never exceeds the budget, keys of at most 16 bytes take
+no arena at all (a budget holds budget / 40 x load factor of them: a fifth more than 24-byte slots
+with the budget in halves held), and a map sized to its keys stays in cache where a budget-sized
+one would not.
 
 Kernels live at module level so numba's on-disk cache serves new processes.
 """
@@ -78,8 +77,6 @@ EMPTY_SLOT = 0                           # a free slot's meta word
 NOT_FOUND = np.iinfo(np.int64).min       # what a lookup answers for a key not in the map
 MIN_CAPACITY = 16
 INITIAL_CAPACITY = 1 << 16               # slots a map starts with (2.5 MiB), doubled as keys come
-DOUBLING_SHARE = 4                       # slots double while they take at most 1/this of the budget; then one
-                                         # step to what fits beside them: old and new side by side never exceed it
 MIN_BUDGET = MIN_CAPACITY * SLOT_BYTES * 2     # the smallest map: 24 slots and 320 arena bytes
 
 # state slots
@@ -285,24 +282,13 @@ class KeyMap:
         tail = int(self.state[_ARENA_USED]) / keys if keys else 0.0
         return int(self.budget / (SLOT_BYTES + self.load_factor * tail))
 
-    def _next_capacity(self, capacity: int) -> int:
-        """The slots a map of ``capacity`` slots grows to (``capacity`` when it cannot): doubled while
-        they take at most 1/``DOUBLING_SHARE`` of the budget, then one step to the most that fit beside
-        the old ones (the new slots are made while the old still hold the keys) and the keys' tails."""
-        free_slots = (self.budget - int(self.state[_ARENA_USED])) // SLOT_BYTES
-        fits = min(self.limit, self._slots_for_budget(), free_slots)
-        beside = free_slots - capacity
-        doubled = capacity * 2
-        if doubled <= beside and doubled * SLOT_BYTES <= self.budget // DOUBLING_SHARE:
-            return max(min(fits, doubled), capacity)
-        return max(min(fits, beside), capacity)
-
     def _grown_capacity(self) -> int:
         """The slots ``grow`` would make now; 0 when it would not grow."""
         if len(self) < self.state[_MAX_KEYS]:
             return 0
-        capacity = self._next_capacity(self.capacity)
-        return capacity if capacity > self.capacity and self._max_keys(capacity) > len(self) else 0
+        capacity = min(self.limit, self.capacity * 2, self._slots_for_budget(),
+                       (self.budget - int(self.state[_ARENA_USED])) // SLOT_BYTES)
+        return capacity if self._max_keys(capacity) > len(self) else 0
 
     @property
     def growing_nbytes(self) -> int:
@@ -334,10 +320,7 @@ class KeyMap:
     def max_keys(self) -> int:
         """Keys one pass holds at most, when the keys' tails past 16 bytes average what the keys
         held so far have (none held: no tails): what the hash slices are planned with."""
-        capacity = self.initial_capacity
-        while (grown := self._next_capacity(capacity)) > capacity:
-            capacity = grown
-        return max(self._max_keys(max(capacity, self.capacity)), 1)
+        return max(self._max_keys(min(self.limit, self._slots_for_budget())), 1)
 
     @property
     def nbytes(self) -> int:
